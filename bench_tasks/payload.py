@@ -1,0 +1,64 @@
+"""Request bodies for /v1/chat/completions and /v1/completions, built the same way for every engine.
+
+Every body streams, asks for usage (``stream_options.include_usage``) and uses temperature 0;
+``extras`` carries what an engine profile adds (switching thinking off, per-event usage).
+"""
+
+from __future__ import annotations
+
+import json
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+
+
+def chat_body(
+    model: str,
+    messages: list[dict],
+    max_tokens: int,
+    *,
+    ignore_eos: bool = False,
+    tools: list[dict] | None = None,
+    extras: dict | None = None,
+) -> dict:
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        body["tools"] = tools
+    return _finish(body, ignore_eos, extras)
+
+
+def completion_body(
+    model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = False, extras: dict | None = None
+) -> dict:
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    extras = {k: v for k, v in (extras or {}).items() if k != "chat_template_kwargs"}
+    return _finish(body, ignore_eos, extras)
+
+
+def _finish(body: dict, ignore_eos: bool, extras: dict | None) -> dict:
+    if ignore_eos:
+        body["ignore_eos"] = True
+    for key, value in (extras or {}).items():
+        if isinstance(value, dict) and isinstance(body.get(key), dict):
+            body[key] = {**body[key], **value}  # e.g. stream_options gains continuous_usage_stats
+        else:
+            body[key] = value
+    return body
+
+
+def encode(body: dict) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()

@@ -1,0 +1,85 @@
+"""One finished request, flat: its field names are the CSV columns and the README's terms.
+
+A figure that could not be measured is ``None`` (an empty CSV cell), never 0: a request that
+produced one event has no decode rate, a failed request has no TTFT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass
+class Record:
+    # -- what was asked, and by whom (labels) --
+    scenario: str = ""  # chat, prompt, agent, burst, needle, warmup
+    phase: str = ""  # e.g. chat, prompt-16k, agent, burst-12, needle-32k
+    round: int | None = None  # run number within the phase (burst: round)
+    turn: int | None = None  # agent turn, 1-based
+    concurrency: int = 1  # requests the phase sends at the same moment
+    user: str = ""  # Locust user that sent it
+    client_host: str = ""  # machine that sent it (hostname or --client-host)
+    client_pid: int = 0
+    setup: str = ""  # the label of the serving setup under test (--setup)
+    engine: str = ""  # engine profile used
+    model: str = ""
+    endpoint: str = ""  # /v1/chat/completions or /v1/completions
+    prompt_size: int | None = None  # asked prompt size in tokens (prompt, needle)
+    needle_depth: float | None = None  # 0.1, 0.5, 0.9
+    needle_found: bool | None = None
+    tool_name: str | None = None  # agent: the tool the model called
+    tool_call_valid: bool | None = None  # agent: a known tool with JSON arguments
+    request_id: str = ""  # the server's response id (joins with engine logs)
+    t_start: float = 0.0  # unix seconds when sent: a label, never used for durations
+    # -- outcome --
+    ok: bool = False
+    error: str = ""  # error class, empty when ok
+    error_detail: str = ""
+    http_status: int | None = None
+    done: bool = False  # the stream ended with data: [DONE]
+    finish_reason: str | None = None
+    flags: str = ""  # ';'-joined: cache_hit, client_saturated, ...
+    # -- durations (time.perf_counter, seconds from sending) --
+    ttfb_s: float | None = None  # response headers received
+    ttft_s: float | None = None  # first event carrying content, reasoning or tool-call text
+    e2e_s: float | None = None  # stream finished
+    decode_s: float | None = None  # last content event - first content event
+    t_send: float | None = None  # perf_counter at send; comparable within one machine
+    release_offset_s: float | None = None  # burst: send time minus the round's release instant
+    # -- tokens (from the server's usage when it sends one) --
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    usage_source: str = ""  # usage | counted (no usage chunk: one token per content event assumed)
+    content_events: int = 0
+    first_event_tokens: float | None = None
+    first_event_tokens_source: str = ""  # usage (per-event usage) | estimate (completion_tokens / content_events)
+    tokens_per_event: float | None = None
+    # -- rates --
+    prompt_tps: float | None = None  # prompt_tokens / ttft_s
+    decode_tps: float | None = None  # (completion_tokens - first_event_tokens) / decode_s
+    itl_s: float | None = None  # per token: decode_s / (completion_tokens - first_event_tokens)
+    gap_p50_s: float | None = None  # between consecutive content events
+    gap_p95_s: float | None = None
+    gap_max_s: float | None = None
+    # -- the engine's own clock, when it reports one (llama.cpp `timings`) --
+    engine_prompt_n: int | None = None
+    engine_prompt_ms: float | None = None
+    engine_predicted_n: int | None = None
+    engine_predicted_ms: float | None = None
+    engine_predicted_tps: float | None = None
+    engine_cache_n: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
+FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in fields(Record)}
+
+
+def add_flag(record: Record, flag: str) -> None:
+    """Flags are a set kept as a string so a record stays one flat CSV row."""
+    present = set(filter(None, record.flags.split(";")))
+    present.add(flag)
+    record.flags = ";".join(sorted(present))

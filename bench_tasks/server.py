@@ -1,0 +1,68 @@
+"""Side requests to the server under test: models, tokenize, metrics, props.
+
+Plain ``urllib`` so the CLI, the analysis and the Locust glue can all use it (inside Locust,
+gevent has patched the socket module and these calls yield like any other I/O). None of these
+requests is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+
+class ServerError(Exception):
+    """The server could not be reached or answered something unusable; the message says what to do."""
+
+
+def get_json(base_url: str, path: str, *, api_key: str = "", timeout_s: float = 10.0) -> dict:
+    return _request(base_url, path, None, api_key, timeout_s)
+
+
+def post_json(base_url: str, path: str, body: dict, *, api_key: str = "", timeout_s: float = 120.0) -> dict:
+    return _request(base_url, path, body, api_key, timeout_s)
+
+
+def get_text(base_url: str, path: str, *, api_key: str = "", timeout_s: float = 10.0) -> str:
+    request = urllib.request.Request(base_url.rstrip("/") + path, headers=_headers(api_key))
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return response.read().decode("utf-8", "replace")
+
+
+def _headers(api_key: str) -> dict:
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _request(base_url: str, path: str, body: dict | None, api_key: str, timeout_s: float) -> dict:
+    url = base_url.rstrip("/") + path
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=_headers(api_key))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:300].decode("utf-8", "replace")
+        raise ServerError(f"{url} answered HTTP {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServerError(f"cannot reach {url} ({reason}); is the server running and the URL right?") from None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ServerError(f"{url} did not answer JSON: is this an OpenAI-compatible server?") from None
+
+
+def list_models(base_url: str, *, api_key: str = "") -> dict:
+    """The /v1/models answer; raises ServerError with advice when the server is not OpenAI-like."""
+    answer = get_json(base_url, "/v1/models", api_key=api_key)
+    if not isinstance(answer, dict) or not isinstance(answer.get("data"), list) or not answer["data"]:
+        raise ServerError(f"{base_url}/v1/models lists no model: is this an OpenAI-compatible server?")
+    return answer
+
+
+def first_model(models: dict) -> str:
+    return str(models["data"][0]["id"])

@@ -1,0 +1,245 @@
+"""Timing of one streamed completion: a pure function of (arrival time, bytes) pairs.
+
+No clock is read here. The caller stamps each chunk as it arrives (``time.perf_counter()`` in the
+Locust glue, exact synthetic times in the tests) and the Recorder turns the stamped chunks into
+figures. SSE framing is sseclient-py's; this module only decides what each event means.
+
+Definitions (the README repeats them):
+
+- ``ttfb_s``: send -> response headers.
+- ``ttft_s``: send -> the first event carrying non-empty content, reasoning or tool-call text. A
+  role-only chunk (``{"role": "assistant", "content": ""}``) is not a token.
+- ``e2e_s``: send -> the stream ended.
+- ``decode_s``: first content event -> last content event.
+- ``decode_tps = (completion_tokens - first_event_tokens) / decode_s``: the tokens generated
+  after the first content event over the time they took. With one token per event this is
+  (n - 1) / (t_last - t_first); with several tokens per event (speculative decoding) subtracting
+  only 1 would overstate the rate.
+- ``first_event_tokens``: from per-event usage when the server streams it (vLLM's
+  continuous_usage_stats), else estimated as completion_tokens / content_events.
+- ``prompt_tps = prompt_tokens / ttft_s``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from sseclient import SSEClient
+
+from bench_tasks.record import Record
+
+# Error classes a stream itself can produce (the transport adds its own: see README).
+MALFORMED_EVENT = "malformed_event"
+STREAM_ERROR = "stream_error"
+NO_DONE = "no_done"
+EMPTY_ANSWER = "empty_answer"
+
+
+class Recorder:
+    """Keeps, per event, only a timestamp and what the formulas need; the rest once per request."""
+
+    def __init__(self, t_send: float) -> None:
+        self.t_send = t_send
+        self.t_headers: float | None = None
+        self.t_end: float | None = None
+        self.event_times: list[float] = []  # content events only
+        self.first_event_usage: dict | None = None
+        self.usage: dict | None = None
+        self.timings: dict | None = None
+        self.finish_reason: str | None = None
+        self.response_id = ""
+        self.done = False
+        self.error = ""
+        self.error_detail = ""
+        self._pieces: list[str] = []
+        self._tool_deltas: list[list] = []
+        self._t_chunk = t_send
+
+    # -- feeding --
+    def headers(self, t: float) -> None:
+        self.t_headers = t
+
+    def consume(self, timed_chunks: Iterable[tuple[float, bytes]]) -> None:
+        """Read the whole stream, or until [DONE] or an error event; ``t`` is each chunk's arrival."""
+        for event in SSEClient(self._stamped(timed_chunks)).events():
+            if not self._on_event(event.data, self._t_chunk):
+                return
+
+    def _stamped(self, timed_chunks: Iterable[tuple[float, bytes]]) -> Iterator[bytes]:
+        # An event is dispatched while the chunk that completes it is current, so it gets that
+        # chunk's arrival time.
+        for t, chunk in timed_chunks:
+            self._t_chunk = t
+            yield chunk
+
+    def _on_event(self, data: str, t: float) -> bool:
+        if data == "[DONE]":
+            self.done = True
+            return False
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return self._fail(MALFORMED_EVENT, data[:200])
+        if not isinstance(obj, dict):
+            return self._fail(MALFORMED_EVENT, data[:200])
+        if obj.get("error") is not None:
+            return self._fail(STREAM_ERROR, json.dumps(obj["error"])[:300])
+        usage = obj.get("usage")
+        if usage:
+            self.usage = usage
+        if not self.response_id and obj.get("id"):
+            self.response_id = str(obj["id"])
+        for choice in obj.get("choices") or ():
+            self._on_choice(choice, usage, t)
+        if obj.get("timings"):
+            self.timings = obj["timings"]
+        return True
+
+    def _on_choice(self, choice: dict, usage: dict | None, t: float) -> None:
+        delta = choice.get("delta")
+        if delta is None:  # /v1/completions
+            text = choice.get("text")
+            tool_calls = None
+        else:
+            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            tool_calls = delta.get("tool_calls")
+        if text or (tool_calls and _has_tool_text(tool_calls)):
+            if not self.event_times:
+                self.first_event_usage = usage
+            self.event_times.append(t)
+            if text:
+                self._pieces.append(text)
+            if tool_calls:
+                self._tool_deltas.append(tool_calls)
+        elif tool_calls:  # e.g. an id/type-only first fragment: keep it for assembly
+            self._tool_deltas.append(tool_calls)
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def _fail(self, error: str, detail: str) -> bool:
+        self.error, self.error_detail = error, detail
+        return False
+
+    def fail(self, error: str, detail: str = "") -> None:
+        """A transport failure seen by the caller (disconnect, timeout...); the first error wins."""
+        if not self.error:
+            self._fail(error, detail)
+
+    def end(self, t: float) -> None:
+        self.t_end = t
+        if not self.error and not self.done:
+            self._fail(NO_DONE, "the stream ended without data: [DONE]")
+        if not self.error and not self.event_times:
+            self._fail(EMPTY_ANSWER, "no event carried content, reasoning or tool-call text")
+
+    # -- results, once per request --
+    @property
+    def answer_text(self) -> str:
+        return "".join(self._pieces)
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        return assemble_tool_calls(self._tool_deltas)
+
+    def fill(self, record: Record) -> Record:
+        """Write the measured figures into ``record``; missing figures stay None."""
+        record.ok = not self.error
+        record.error, record.error_detail = self.error, self.error_detail
+        record.done, record.finish_reason = self.done, self.finish_reason
+        record.request_id = record.request_id or self.response_id
+        record.t_send = self.t_send
+        record.ttfb_s = _since(self.t_headers, self.t_send)
+        record.e2e_s = _since(self.t_end, self.t_send)
+        record.content_events = len(self.event_times)
+        self._fill_tokens(record)
+        self._fill_engine_timings(record)
+        if self.event_times:
+            self._fill_rates(record)
+        return record
+
+    def _fill_tokens(self, record: Record) -> None:
+        usage = self.usage or {}
+        if "completion_tokens" in usage:
+            record.usage_source = "usage"
+            record.prompt_tokens = usage.get("prompt_tokens")
+            record.completion_tokens = usage.get("completion_tokens")
+            details = usage.get("prompt_tokens_details") or {}
+            record.cached_tokens = details.get("cached_tokens")
+        else:
+            # No usage chunk: count content events, one token each, and say so.
+            record.usage_source = "counted"
+            record.completion_tokens = len(self.event_times) or None
+        if record.cached_tokens is None and self.timings and "cache_n" in self.timings:
+            record.cached_tokens = self.timings["cache_n"]
+
+    def _fill_rates(self, record: Record) -> None:
+        times = self.event_times
+        record.ttft_s = times[0] - self.t_send
+        n_events = len(times)
+        completion = record.completion_tokens
+        if completion:
+            record.tokens_per_event = completion / n_events
+            per_event = (self.first_event_usage or {}).get("completion_tokens")
+            if per_event:
+                record.first_event_tokens, record.first_event_tokens_source = float(per_event), "usage"
+            else:
+                record.first_event_tokens = completion / n_events
+                record.first_event_tokens_source = "estimate"
+        if record.prompt_tokens and record.ttft_s > 0:
+            record.prompt_tps = record.prompt_tokens / record.ttft_s
+        if n_events < 2:
+            return
+        record.decode_s = times[-1] - times[0]
+        after_first = (completion or 0) - (record.first_event_tokens or 0)
+        if record.decode_s > 0 and after_first > 0:
+            record.decode_tps = after_first / record.decode_s
+            record.itl_s = record.decode_s / after_first
+        gaps = sorted(b - a for a, b in zip(times, times[1:]))
+        record.gap_p50_s = _quantile(gaps, 0.5)
+        record.gap_p95_s = _quantile(gaps, 0.95)
+        record.gap_max_s = gaps[-1]
+
+    def _fill_engine_timings(self, record: Record) -> None:
+        timings = self.timings
+        if not timings:
+            return
+        record.engine_prompt_n = timings.get("prompt_n")
+        record.engine_prompt_ms = timings.get("prompt_ms")
+        record.engine_predicted_n = timings.get("predicted_n")
+        record.engine_predicted_ms = timings.get("predicted_ms")
+        record.engine_predicted_tps = timings.get("predicted_per_second")
+        record.engine_cache_n = timings.get("cache_n")
+
+
+def _has_tool_text(tool_calls: list) -> bool:
+    for call in tool_calls:
+        function = call.get("function") or {}
+        if function.get("name") or function.get("arguments"):
+            return True
+    return False
+
+
+def assemble_tool_calls(deltas: list[list]) -> list[dict]:
+    """Join streamed tool-call fragments by index: the name once, the arguments concatenated."""
+    calls: dict[int, dict] = {}
+    for fragment_list in deltas:
+        for fragment in fragment_list:
+            call = calls.setdefault(fragment.get("index", 0), {"id": "", "name": "", "arguments": ""})
+            call["id"] = call["id"] or fragment.get("id") or ""
+            function = fragment.get("function") or {}
+            call["name"] += function.get("name") or ""
+            call["arguments"] += function.get("arguments") or ""
+    return [calls[i] for i in sorted(calls)]
+
+
+def _since(t: float | None, t0: float) -> float | None:
+    return None if t is None else t - t0
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), on a sorted list."""
+    position = (len(sorted_values) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)

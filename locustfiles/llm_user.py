@@ -1,0 +1,183 @@
+"""The base LLM user: send one streamed request, measure it, record it.
+
+Everything a workload's locustfile needs is ``self.stream_chat(...)`` or ``self.stream(...)``;
+the measuring is bench_tasks.stream's, the recording is the sink's. Locust's own stats get an
+end-to-end entry (name = phase) and a ``TTFT`` entry per request: the live view only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import gevent.lock
+from locust import FastHttpUser, events
+from locust.exception import StopUser
+from locust.runners import MasterRunner
+
+from bench_tasks import engine, server
+from bench_tasks.payload import CHAT_PATH, chat_body, encode
+from bench_tasks.record import Record, add_flag
+from bench_tasks.stream import Recorder
+from locustfiles import options as _options  # noqa: F401 - registers our command-line options
+from locustfiles import transport
+from locustfiles.guard import guard
+from locustfiles.sink import sink
+
+
+@dataclass
+class Target:
+    """What every request of this process needs to know about the server, resolved once."""
+
+    model: str
+    profile: engine.Profile
+    api_key: str
+
+    @property
+    def extras(self) -> dict:
+        return self.profile.extras(thinking_off=True)
+
+
+_target: Target | None = None
+_target_lock = gevent.lock.Semaphore()
+
+
+def target(environment) -> Target:
+    global _target
+    with _target_lock:
+        if _target is None:
+            _target = _resolve(environment)
+    return _target
+
+
+def _resolve(environment) -> Target:
+    opts = environment.parsed_options
+    api_key = os.environ.get("OPENAI_API_KEY", "")
+    models = server.list_models(environment.host, api_key=api_key)
+    model = opts.model or server.first_model(models)
+    if opts.engine and opts.engine != "auto":
+        profile = engine.profile(opts.engine)
+    else:
+        profile = engine.detect(environment.host, models, api_key=api_key)
+    return Target(model=model, profile=profile, api_key=api_key)
+
+
+class LLMUser(FastHttpUser):
+    abstract = True
+    connection_timeout = 10.0
+    max_retries = 0
+
+    def on_start(self) -> None:
+        try:
+            self.target = target(self.environment)
+        except server.ServerError as exc:
+            self.environment.runner.quit() if self.environment.runner else None
+            raise StopUser(str(exc)) from exc
+        self.client.client.network_timeout = self.environment.parsed_options.read_timeout
+
+    # -- building blocks for workloads --
+    def new_record(self, scenario: str, phase: str, **labels) -> Record:
+        opts = self.environment.parsed_options
+        return Record(
+            scenario=scenario,
+            phase=phase,
+            user=f"{type(self).__name__}-{id(self) % 100000}",
+            client_host=sink().client_host,
+            client_pid=os.getpid(),
+            setup=opts.setup,
+            engine=self.target.profile.name,
+            model=self.target.model,
+            **labels,
+        )
+
+    def stream_chat(self, record: Record, messages: list[dict], max_tokens: int, *,
+                    tools: list[dict] | None = None, ignore_eos: bool = False) -> Recorder:
+        body = chat_body(self.target.model, messages, max_tokens, tools=tools,
+                         ignore_eos=ignore_eos and self.target.profile.ignore_eos, extras=self.target.extras)
+        return self.stream(CHAT_PATH, body, record)
+
+    def stream(self, path: str, body: dict, record: Record) -> Recorder:
+        """Send ``body``, read the stream as it arrives, fill and write ``record``."""
+        record.endpoint = path
+        payload = encode(body)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   "Accept-Encoding": "identity"}
+        if self.target.api_key:
+            headers["Authorization"] = f"Bearer {self.target.api_key}"
+        record.t_start = time.time()
+        t_send = time.perf_counter()
+        with self.client.request("POST", path, data=payload, headers=headers, name=record.phase,
+                                 stream=True, catch_response=True) as resp:
+            recorder = Recorder(t_send)
+            recorder.headers(time.perf_counter())
+            _read(resp, recorder, record)
+            recorder.end(time.perf_counter())
+            transport.discard(resp) if recorder.error else transport.drain(resp)
+            recorder.fill(record)
+            _report_live(self.environment, resp, record)
+        if guard.saturated_since(t_send):
+            add_flag(record, "client_saturated")
+        sink().add(record.to_dict())
+        return recorder
+
+
+def _read(resp, recorder: Recorder, record: Record) -> None:
+    error = getattr(resp, "error", None)
+    status = resp.status_code or None
+    record.http_status = status
+    if status is None:
+        recorder.fail(transport.classify(error) if error else transport.CONNECT_ERROR, repr(error))
+        return
+    if status != 200:
+        detail = _body_head(resp)
+        retry_after = (resp.headers or {}).get("retry-after")
+        if retry_after:
+            detail = f"Retry-After: {retry_after}; {detail}"
+        recorder.fail(_http_error_class(status, detail), detail)
+        return
+    if not transport.is_event_stream(resp):
+        recorder.fail(transport.NOT_SSE, (resp.headers or {}).get("content-type", ""))
+        return
+    try:
+        recorder.consume(transport.timed_lines(resp))
+    except Exception as exc:  # noqa: BLE001 - every transport failure becomes an error class
+        recorder.fail(transport.classify(exc), repr(exc)[:300])
+
+
+def _http_error_class(status: int, detail: str) -> str:
+    lowered = detail.lower()
+    if status == 400 and ("context" in lowered or "too long" in lowered or "maximum" in lowered):
+        return "context_exceeded"
+    return f"http_{status}"
+
+
+def _body_head(resp) -> str:
+    try:
+        return (resp.content or b"")[:300].decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - the status code alone is enough
+        return ""
+
+
+def _report_live(environment, resp, record: Record) -> None:
+    if record.e2e_s is not None:
+        resp.request_meta["response_time"] = record.e2e_s * 1000
+    if not record.ok:
+        resp.failure(f"{record.error}: {record.error_detail}"[:500])
+        return
+    resp.success()
+    environment.events.request.fire(
+        request_type="TTFT", name=record.phase, response_time=record.ttft_s * 1000,
+        response_length=record.completion_tokens or 0, exception=None, context={},
+    )
+
+
+@events.test_start.add_listener
+def _start_guard(environment, **_kwargs) -> None:
+    if not isinstance(environment.runner, MasterRunner):  # the master sends no requests
+        guard.start()
+
+
+@events.test_stop.add_listener
+def _stop_guard(environment, **_kwargs) -> None:
+    guard.stop()

@@ -1,0 +1,26 @@
+"""llm-bench's own command-line options, added to Locust's parser (and to the web UI's start form).
+
+Locust forwards parsed options to workers when a run starts, so every process sees the same values.
+The API key is deliberately not an option: options are shown in the web UI and sent to workers,
+so the key is read from OPENAI_API_KEY in each process instead.
+"""
+
+from __future__ import annotations
+
+from locust import events
+
+
+@events.init_command_line_parser.add_listener
+def add_options(parser) -> None:
+    group = parser.add_argument_group("llm-bench")
+    group.add_argument("--llm-out", default="llm-bench-out", help="Directory for records.jsonl and requests.csv")
+    group.add_argument("--setup", default="", include_in_web_ui=True, help="Label of the serving setup under test")
+    group.add_argument("--engine", default="auto", include_in_web_ui=True,
+                       help="Engine profile (vllm, llamacpp, sglang, ollama, generic, sim) or auto-detect")
+    group.add_argument("--model", default="", include_in_web_ui=True, help="Model name (default: the first in /v1/models)")
+    group.add_argument("--client-host", default="", help="Name of this client machine in the records (default: hostname)")
+    group.add_argument("--read-timeout", type=float, default=300.0,
+                       help="Seconds without a byte before a request counts as stalled (long prompts need long)")
+    group.add_argument("--llm-requests", type=int, default=0, include_in_web_ui=True,
+                       help="chat.py: stop after this many requests in total (0: run until stopped)")
+    group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True, help="chat.py: max_tokens per answer")

@@ -1,0 +1,203 @@
+"""The measurement core on exact synthetic timestamps: no server, no Locust, no clock."""
+
+import json
+
+import pytest
+
+from bench_tasks.record import Record
+from bench_tasks.stream import Recorder, assemble_tool_calls
+
+
+def sse(obj) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+
+
+def chunk(content=None, role=None, usage=None, finish=None, **delta_extra):
+    delta = dict(delta_extra)
+    if role:
+        delta["role"] = role
+    if content is not None:
+        delta["content"] = content
+    obj = {"id": "req-1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage:
+        obj["usage"] = usage
+    return obj
+
+
+def usage_chunk(prompt, completion, cached=None, timings=None):
+    obj = {"id": "req-1", "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}
+    if cached is not None:
+        obj["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+    if timings:
+        obj["timings"] = timings
+    return obj
+
+
+def standard_events(n_tokens=5):
+    """A role-only chunk, n one-token content chunks, a finish chunk, usage, [DONE]."""
+    events = [sse(chunk("", role="assistant"))]
+    events += [sse(chunk(f"w{i} ")) for i in range(n_tokens)]
+    events += [sse(chunk(finish="stop")), sse(usage_chunk(100, n_tokens, cached=0)), b"data: [DONE]\n\n"]
+    return events
+
+
+def measure(timed, t_send=0.0, t_headers=None, t_end=None) -> tuple[Recorder, Record]:
+    recorder = Recorder(t_send)
+    if t_headers is not None:
+        recorder.headers(t_headers)
+    recorder.consume(timed)
+    recorder.end(t_end if t_end is not None else (timed[-1][0] if timed else t_send))
+    return recorder, recorder.fill(Record())
+
+
+def test_formulas_on_exact_timestamps():
+    # send at 10.0, headers at 10.01, role chunk at 10.02, tokens at 10.5, 10.6, ..., 10.9
+    events = standard_events(5)
+    times = [10.02, 10.5, 10.6, 10.7, 10.8, 10.9, 10.91, 10.92, 10.93]
+    recorder, r = measure(list(zip(times, events)), t_send=10.0, t_headers=10.01)
+    assert r.ok and r.error == "" and r.done
+    assert r.ttfb_s == pytest.approx(0.01)
+    assert r.ttft_s == pytest.approx(0.5)  # the role-only chunk at 10.02 is not a token
+    assert r.e2e_s == pytest.approx(0.93)
+    assert r.decode_s == pytest.approx(0.4)
+    assert r.decode_tps == pytest.approx(4 / 0.4)  # (n - 1) / (t_last - t_first)
+    assert r.itl_s == pytest.approx(0.1)
+    assert r.prompt_tps == pytest.approx(100 / 0.5)
+    assert (r.prompt_tokens, r.completion_tokens, r.cached_tokens) == (100, 5, 0)
+    assert r.content_events == 5 and r.tokens_per_event == 1.0
+    assert r.first_event_tokens == 1.0 and r.first_event_tokens_source == "estimate"
+    assert r.gap_p50_s == pytest.approx(0.1) and r.gap_max_s == pytest.approx(0.1)
+    assert r.finish_reason == "stop" and r.request_id == "req-1" and r.usage_source == "usage"
+    assert recorder.answer_text == "w0 w1 w2 w3 w4 "
+
+
+def test_multi_token_events_with_per_event_usage():
+    """Speculative decoding: 4 tokens per event; per-event usage gives the first event's tokens."""
+    events = [sse(chunk("", role="assistant", usage={"prompt_tokens": 10, "completion_tokens": 0}))]
+    for i in range(32):
+        events.append(sse(chunk("abcd", usage={"prompt_tokens": 10, "completion_tokens": 4 * (i + 1)})))
+    events += [sse(usage_chunk(10, 128)), b"data: [DONE]\n\n"]
+    times = [0.001] + [0.1 + 0.04 * i for i in range(32)] + [1.5, 1.5]
+    _, r = measure(list(zip(times, events)))
+    assert r.first_event_tokens == 4.0 and r.first_event_tokens_source == "usage"
+    assert r.tokens_per_event == 4.0
+    # 124 tokens after the first event over 31 gaps of 40 ms; the naive (n-1) would say 127.
+    assert r.decode_tps == pytest.approx(124 / (31 * 0.04))
+    assert r.itl_s == pytest.approx(0.04 / 4)
+
+
+def test_multi_token_events_without_per_event_usage_estimate():
+    events = [sse(chunk("abcd")) for _ in range(10)] + [sse(usage_chunk(10, 40)), b"data: [DONE]\n\n"]
+    times = [0.2 + 0.05 * i for i in range(10)] + [0.7, 0.7]
+    _, r = measure(list(zip(times, events)))
+    assert r.first_event_tokens == 4.0 and r.first_event_tokens_source == "estimate"
+    assert r.decode_tps == pytest.approx(36 / 0.45)
+
+
+def all_splits(data: bytes):
+    """Every way to cut the stream once, plus byte-at-a-time."""
+    for i in range(1, len(data)):
+        yield [data[:i], data[i:]]
+    yield [data[i : i + 1] for i in range(len(data))]
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_split_at_every_byte_boundary(newline):
+    data = b"".join(standard_events(3)).replace(b"\n", newline)
+    for pieces in all_splits(data):
+        recorder, r = measure([(float(i), p) for i, p in enumerate(pieces)])
+        result = (r.ok, r.done, r.content_events, r.completion_tokens, recorder.answer_text, r.finish_reason)
+        assert result == (True, True, 3, 3, "w0 w1 w2 ", "stop"), pieces
+
+
+def test_event_gets_the_time_of_the_chunk_that_completes_it():
+    body = sse(chunk("hello"))
+    timed = [(1.0, body[:10]), (2.0, body[10:]), (3.0, sse(usage_chunk(1, 1))), (3.0, b"data: [DONE]\n\n")]
+    _, r = measure(timed)
+    assert r.ttft_s == 2.0
+
+
+def test_comment_and_keepalive_lines_are_ignored():
+    events = [b": ping\n\n"] + standard_events(2)[:2] + [b": keep-alive\n\n"] + standard_events(2)[2:]
+    recorder, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
+    assert r.ok and r.content_events == 2 and recorder.answer_text == "w0 w1 "
+
+
+def test_error_object_inside_a_200_stream():
+    events = standard_events(3)[:3] + [sse({"error": {"message": "overloaded", "code": 503}})]
+    _, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
+    assert not r.ok and r.error == "stream_error" and "overloaded" in r.error_detail
+    assert r.ttft_s == pytest.approx(0.1)  # what was measured before the error is kept
+
+
+def test_missing_done_is_an_error():
+    events = standard_events(3)[:-1]
+    _, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
+    assert not r.ok and r.error == "no_done" and not r.done
+    assert r.completion_tokens == 3  # the figures are still there for whoever wants them
+
+
+def test_malformed_json_event():
+    events = standard_events(3)[:2] + [b"data: {not json\n\n"] + standard_events(3)[2:]
+    _, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
+    assert r.error == "malformed_event" and "{not json" in r.error_detail
+
+
+def test_no_usage_falls_back_to_counting_and_says_so():
+    events = [sse(chunk(f"t{i}")) for i in range(4)] + [b"data: [DONE]\n\n"]
+    _, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
+    assert r.ok and r.usage_source == "counted" and r.completion_tokens == 4 and r.prompt_tokens is None
+    assert r.prompt_tps is None
+
+
+def test_one_event_has_no_decode_rate_and_it_is_missing_not_zero():
+    events = [sse(chunk("only")), sse(usage_chunk(5, 1)), b"data: [DONE]\n\n"]
+    _, r = measure([(0.3, events[0]), (0.3, events[1]), (0.3, events[2])])
+    assert r.ok and r.ttft_s == pytest.approx(0.3)
+    assert r.decode_tps is None and r.decode_s is None and r.itl_s is None
+
+
+def test_role_only_stream_is_an_empty_answer():
+    events = [sse(chunk("", role="assistant")), sse(chunk(finish="stop")), b"data: [DONE]\n\n"]
+    _, r = measure([(0.1, e) for e in events])
+    assert r.error == "empty_answer" and r.ttft_s is None
+
+
+def test_reasoning_text_counts_as_first_token():
+    events = [sse(chunk(None, reasoning_content="hmm")), sse(chunk("answer")), b"data: [DONE]\n\n"]
+    _, r = measure([(0.2, events[0]), (0.5, events[1]), (0.5, events[2])])
+    assert r.ttft_s == pytest.approx(0.2)
+
+
+def test_tool_call_fragments_are_assembled_and_count_as_tokens():
+    first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": ""}}
+    events = [
+        sse(chunk("", role="assistant")),
+        sse(chunk(None, tool_calls=[first])),
+        sse(chunk(None, tool_calls=[{"index": 0, "function": {"arguments": '{"path": '}}])),
+        sse(chunk(None, tool_calls=[{"index": 0, "function": {"arguments": '"a.py"}'}}])),
+        sse(chunk(finish="tool_calls")),
+        b"data: [DONE]\n\n",
+    ]
+    recorder, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
+    assert r.ttft_s == pytest.approx(0.1) and r.content_events == 3
+    assert recorder.tool_calls == [{"id": "call_1", "name": "read_file", "arguments": '{"path": "a.py"}'}]
+    assert r.finish_reason == "tool_calls"
+
+
+def test_completions_endpoint_text_and_llamacpp_timings():
+    timings = {"prompt_n": 50, "prompt_ms": 20.0, "predicted_n": 3, "predicted_ms": 30.0,
+               "predicted_per_second": 100.0, "cache_n": 7}
+    events = [sse({"id": "c1", "choices": [{"index": 0, "text": t, "finish_reason": None}]}) for t in "abc"]
+    events += [sse({"id": "c1", "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 57, "completion_tokens": 3}, "timings": timings}),
+               b"data: [DONE]\n\n"]
+    recorder, r = measure([(0.1 * (i + 1), e) for i, e in enumerate(events)])
+    assert recorder.answer_text == "abc" and r.finish_reason == "length"
+    assert r.engine_predicted_ms == 30.0 and r.engine_prompt_n == 50 and r.cached_tokens == 7
+
+
+def test_assemble_keeps_parallel_calls_apart():
+    deltas = [[{"index": 1, "function": {"name": "b", "arguments": "{}"}}],
+              [{"index": 0, "function": {"name": "a", "arguments": "{"}}], [{"index": 0, "function": {"arguments": "}"}}]]
+    assert [c["name"] + c["arguments"] for c in assemble_tool_calls(deltas)] == ["a{}", "b{}"]
