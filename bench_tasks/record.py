@@ -46,6 +46,7 @@ class Record:
     decode_s: float | None = None  # last content event - first content event
     t_send: float | None = None  # perf_counter at send; comparable within one machine
     release_offset_s: float | None = None  # burst: send time minus the round's release instant
+    clock_offset_s: float | None = None  # burst on a worker: master clock minus this clock (ping/pong)
     # -- tokens (from the server's usage when it sends one) --
     prompt_tokens: int | None = None
     completion_tokens: int | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gevent.lock
@@ -24,6 +25,9 @@ from locustfiles import options as _options  # noqa: F401 - registers our comman
 from locustfiles import transport
 from locustfiles.guard import guard
 from locustfiles.sink import sink
+
+
+Judge = Callable[[Record, Recorder], None]
 
 
 @dataclass
@@ -92,13 +96,17 @@ class LLMUser(FastHttpUser):
         )
 
     def stream_chat(self, record: Record, messages: list[dict], max_tokens: int, *,
-                    tools: list[dict] | None = None, ignore_eos: bool = False) -> Recorder:
+                    tools: list[dict] | None = None, ignore_eos: bool = False, judge: Judge | None = None) -> Recorder:
         body = chat_body(self.target.model, messages, max_tokens, tools=tools,
                          ignore_eos=ignore_eos and self.target.profile.ignore_eos, extras=self.target.extras)
-        return self.stream(CHAT_PATH, body, record)
+        return self.stream(CHAT_PATH, body, record, judge)
 
-    def stream(self, path: str, body: dict, record: Record) -> Recorder:
-        """Send ``body``, read the stream as it arrives, fill and write ``record``."""
+    def stream(self, path: str, body: dict, record: Record, judge: Judge | None = None) -> Recorder:
+        """Send ``body``, read the stream as it arrives, fill and write ``record``.
+
+        ``judge(record, recorder)`` labels the answer (needle found, tool call valid, cache hit)
+        before the record is written.
+        """
         record.endpoint = path
         payload = encode(body)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
@@ -116,6 +124,8 @@ class LLMUser(FastHttpUser):
             transport.discard(resp) if recorder.error else transport.drain(resp)
             recorder.fill(record)
             _report_live(self.environment, resp, record)
+        if judge is not None:
+            judge(record, recorder)
         if guard.saturated_since(t_send):
             add_flag(record, "client_saturated")
         sink().add(record.to_dict())

@@ -24,3 +24,10 @@ def add_options(parser) -> None:
     group.add_argument("--llm-requests", type=int, default=0, include_in_web_ui=True,
                        help="chat.py: stop after this many requests in total (0: run until stopped)")
     group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True, help="chat.py: max_tokens per answer")
+    suite = parser.add_argument_group("llm-bench quick suite")
+    suite.add_argument("--runs", type=int, default=3, include_in_web_ui=True, help="Runs per test (bursts: rounds)")
+    suite.add_argument("--sizes", default="4k,16k,32k", include_in_web_ui=True, help="Fresh prompt sizes in tokens")
+    suite.add_argument("--needle-sizes", default="32k,128k", include_in_web_ui=True, help="Needle prompt sizes")
+    suite.add_argument("--bursts", default="1,4,12", include_in_web_ui=True, help="Simultaneous requests per burst")
+    suite.add_argument("--only", default="chat,prompt,agent,burst,needle", include_in_web_ui=True,
+                       help="Scenarios to run, in the suite's fixed order")

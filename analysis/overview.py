@@ -1,0 +1,58 @@
+"""The first summary printed after a run: per phase, requests, errors and the headline figures.
+
+Pure: DataFrame in, DataFrame out. Failed requests are counted, never averaged in; a phase whose
+requests all failed shows no figure (missing), not 0.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+OVERVIEW_COLUMNS = ["phase", "requests", "errors", "ttft_median_s", "ttft_p95_s", "decode_tps_median",
+                    "total_tps"]
+
+
+def measured(records: pd.DataFrame) -> pd.DataFrame:
+    """Requests that count: not warm-ups."""
+    return records[records["scenario"] != "warmup"]
+
+
+def total_tps(group: pd.DataFrame) -> float | None:
+    """Generated tokens of the successful requests over the wall time the group spanned."""
+    ok = group[group["ok"].fillna(False)]
+    if ok.empty:
+        return None
+    start = group["t_send"].min()
+    end = (group["t_send"] + group["e2e_s"]).max()
+    span = end - start
+    return float(ok["completion_tokens"].sum() / span) if span and span > 0 else None
+
+
+def overview(records: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for phase, group in measured(records).groupby("phase", sort=False):
+        ok = group[group["ok"].fillna(False)]
+        ttft = ok["ttft_s"].dropna()
+        decode = ok["decode_tps"].dropna()
+        rows.append({
+            "phase": phase,
+            "requests": len(group),
+            "errors": int((~group["ok"].fillna(False)).sum()),
+            "ttft_median_s": ttft.median() if len(ttft) else None,
+            "ttft_p95_s": ttft.quantile(0.95) if len(ttft) else None,
+            "decode_tps_median": decode.median() if len(decode) else None,
+            "total_tps": total_tps(group),
+        })
+    return pd.DataFrame(rows, columns=OVERVIEW_COLUMNS)
+
+
+def format_overview(table: pd.DataFrame) -> str:
+    def cell(value, digits):
+        return "-" if value is None or pd.isna(value) else f"{value:.{digits}f}"
+
+    lines = [f"{'phase':<16}{'requests':>9}{'errors':>7}{'TTFT p50 s':>12}{'TTFT p95 s':>12}"
+             f"{'decode tok/s':>14}{'total tok/s':>13}"]
+    for row in table.itertuples(index=False):
+        lines.append(f"{row.phase:<16}{row.requests:>9}{row.errors:>7}{cell(row.ttft_median_s, 3):>12}"
+                     f"{cell(row.ttft_p95_s, 3):>12}{cell(row.decode_tps_median, 1):>14}{cell(row.total_tps, 1):>13}")
+    return "\n".join(lines)

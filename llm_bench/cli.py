@@ -1,0 +1,104 @@
+"""llm-bench: a thin command line over bench_tasks, Locust and the analysis.
+
+    llm-bench run chat [--host URL] [--users N] [--requests N] [--setup LABEL] --out DIR
+    llm-bench sim [--port 8000] [simulated engine options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from llm_bench import headless
+from llm_bench.headless import UsageError
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args, argv)
+    except UsageError as exc:
+        print(f"llm-bench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llm-bench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run one workload headless and print a summary")
+    run.add_argument("workload", choices=["chat"])
+    add_target_options(run)
+    run.add_argument("--users", type=_positive_int, default=1, help="concurrent users (default 1)")
+    run.add_argument("--requests", type=_positive_int, default=9, help="requests in total (default 9)")
+    run.add_argument("--max-tokens", type=_positive_int, default=256)
+    run.set_defaults(handler=run_chat)
+
+    sim = commands.add_parser("sim", help="serve the simulated engine (an OpenAI-compatible server)")
+    sim.add_argument("sim_args", nargs=argparse.REMAINDER, help="options of `python -m simengine --help`")
+    sim.set_defaults(handler=run_sim)
+    return parser
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="base URL of the server (default: start the simulated engine)")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--setup", default="", help="label of the serving setup (engine, model, card)")
+    parser.add_argument("--engine", default="auto", help="engine profile (default: auto-detect)")
+    parser.add_argument("--model", default="", help="model name (default: the first in /v1/models)")
+    parser.add_argument("--api-key", default="", help="API key (default: $OPENAI_API_KEY); sent only to --host")
+    parser.add_argument("--read-timeout", type=_positive_float, default=300.0,
+                        help="seconds without a byte before a request counts as stalled (default 300)")
+
+
+def common_locust_args(args) -> list[str]:
+    extra = ["--setup", args.setup, "--engine", args.engine, "--read-timeout", str(args.read_timeout)]
+    if args.model:
+        extra += ["--model", args.model]
+    return extra
+
+
+def run_chat(args, argv: list[str]) -> int:
+    from analysis import load, overview
+
+    out_dir = headless.prepare_out_dir(args.out)
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
+    with headless.target_server(args.host, out_dir) as url:
+        models = headless.check_server(url, api_key)
+        headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, {"workload": "chat"})
+        extra = common_locust_args(args) + ["--llm-requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
+        code = headless.run_locust("chat.py", url, out_dir, args.users, extra, api_key)
+    records, _info = load.load_run(out_dir)
+    print(overview.format_overview(overview.overview(records)))
+    print(f"records: {Path(out_dir) / 'requests.csv'}")
+    return 0 if code == 0 else code
+
+
+def run_sim(args, argv: list[str]) -> int:
+    import simengine.__main__ as sim_main
+
+    return sim_main.main(args.sim_args) or 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

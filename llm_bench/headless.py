@@ -1,0 +1,135 @@
+"""Running Locust headless in a child process, and what a run needs around it.
+
+Locust runs in its own process so that its gevent monkey-patching never touches the CLI, the
+simulated engine or the analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+
+import locustfiles
+from bench_tasks import server
+from bench_tasks.records_file import RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB
+
+LOCUSTFILES = Path(locustfiles.__file__).resolve().parent
+
+
+class UsageError(Exception):
+    """A mistake the user can fix; the message says how."""
+
+
+def prepare_out_dir(out: str) -> Path:
+    """Create DIR and clear the previous run's records, so nothing stale is presented as new."""
+    path = Path(out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write to output directory {path} ({exc.strerror}); choose another --out") from None
+    for stale in [path / RECORDS_JSONL, path / REQUESTS_CSV, *path.glob(WORKER_JSONL_GLOB)]:
+        stale.unlink(missing_ok=True)
+    return path
+
+
+@contextmanager
+def target_server(host: str | None, out_dir: Path, sim_options: dict | None = None):
+    """Yield the base URL to measure: the given host, or a simulated engine started for this run."""
+    if host:
+        yield host.rstrip("/")
+        return
+    import simengine  # only needed when no server is given
+
+    config = simengine.SimConfig(truth_log=str(out_dir / "sim-truth.jsonl"), **(sim_options or {}))
+    handle = simengine.start_process(config)
+    try:
+        yield handle.url
+    finally:
+        handle.stop()
+
+
+def check_server(url: str, api_key: str) -> dict:
+    try:
+        return server.list_models(url, api_key=api_key)
+    except server.ServerError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list[str], api_key: str,
+               run_time_s: int = 3600) -> int:
+    """Run one headless Locust; return its exit code. Our records go to out_dir."""
+    command = [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILES / locustfile), "--headless",
+        "--host", url, "-u", str(users), "-r", str(max(users, 1)), "-t", f"{run_time_s}s",
+        "--llm-out", str(out_dir), "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "30",
+        "--exit-code-on-error", "0",
+        *extra,
+    ]
+    env = dict(os.environ)
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key  # by environment, never on a command line others can read
+    return subprocess.run(command, env=env, cwd=out_dir).returncode
+
+
+def write_settings(out_dir: Path, url: str, models: dict, argv: list[str], api_key: str, extra: dict) -> None:
+    """What was measured, with what, how: enough to reproduce or question a figure. No API key."""
+    props = None
+    try:
+        props = server.get_json(url, "/props", api_key=api_key, timeout_s=3)  # llama.cpp only
+    except server.ServerError:
+        pass
+    settings = {
+        "command": " ".join(shlex.quote(a) for a in _redact(argv)),
+        "host": url,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "models": models,
+        "props": _without_key(props, api_key),
+        "client": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "hostname": platform.node(),
+            "versions": {name: _version(name) for name in ("llm-bench", "locust", "gevent", "pandas", "sseclient-py")},
+        },
+        **extra,
+    }
+    (out_dir / "settings.json").write_text(json.dumps(settings, indent=2, default=str))
+
+
+def _redact(argv: list[str]) -> list[str]:
+    redacted, hide_next = [], False
+    for arg in argv:
+        if hide_next:
+            redacted.append("***")
+            hide_next = False
+        elif arg == "--api-key":
+            redacted.append(arg)
+            hide_next = True
+        elif arg.startswith("--api-key="):
+            redacted.append("--api-key=***")
+        else:
+            redacted.append(arg)
+    return redacted
+
+
+def _without_key(obj, api_key: str):
+    if not api_key or obj is None:
+        return obj
+    return json.loads(json.dumps(obj).replace(api_key, "***"))
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return ""

@@ -1,0 +1,113 @@
+"""The quick suite inside Locust: a LoadTestShape that follows the coordinator, and SuiteUser.
+
+The shape runs where the coordinator lives (the local runner, or the master) and asks, every
+tick, for as many users of the current phase's class as the phase needs. Users pull jobs; a
+user with nothing to do waits in ``wait_time``, never inside a task, so stopping is clean. When
+the plan is done the shape ramps to zero, waits past a worker report interval so every record
+reaches the master, and ends the run.
+"""
+
+from __future__ import annotations
+
+import time
+
+from locust import LoadTestShape, task
+from locust.runners import MasterRunner
+
+from bench_tasks import chat
+from bench_tasks.prompt import parse_size
+from bench_tasks.suite import SCENARIOS, Coordinator, Job, SuiteOptions, plan
+from locustfiles import messaging
+from locustfiles.llm_user import LLMUser
+
+REPORT_WAIT_S = 3.5  # Locust workers report every 3 s: wait longer before stopping
+
+
+def suite_options(parsed_options, scenarios: tuple[str, ...]) -> SuiteOptions:
+    only = tuple(s for s in parsed_options.only.split(",") if s.strip() in scenarios)
+    return SuiteOptions(
+        runs=parsed_options.runs,
+        sizes=tuple(parse_size(s) for s in parsed_options.sizes.split(",") if s.strip()),
+        needle_sizes=tuple(parse_size(s) for s in parsed_options.needle_sizes.split(",") if s.strip()),
+        bursts=tuple(int(s) for s in parsed_options.bursts.split(",") if s.strip()),
+        only=tuple(s.strip() for s in only),
+    )
+
+
+class SuiteShape(LoadTestShape):
+    """Subclasses set ``users``: scenario -> User class, for the scenarios their locustfile runs."""
+
+    abstract = True
+    users: dict[str, type] = {}
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        environment = self.runner.environment
+        options = suite_options(environment.parsed_options, tuple(self.users))
+        self.coordinator = Coordinator(plan(options), clock=time.perf_counter)
+        self.finished_at: float | None = None
+        messaging.serve(environment, self.coordinator)
+
+    def tick(self):
+        coordinator = getattr(self, "coordinator", None)
+        if coordinator is None:
+            self.reset_time()
+            coordinator = self.coordinator
+        phase = coordinator.phase
+        if phase is not None:
+            return phase.users, phase.users, [self.users[phase.scenario]]
+        if self.finished_at is None:
+            self.finished_at = time.perf_counter()
+        wait_s = REPORT_WAIT_S if isinstance(self.runner, MasterRunner) else 0.0
+        if time.perf_counter() - self.finished_at < wait_s:
+            return 0, 100, None
+        return None
+
+
+class SuiteUser(LLMUser):
+    """Pulls jobs of its scenario; subclasses implement ``run_job``."""
+
+    abstract = True
+    scenario = ""
+
+    def wait_time(self) -> float:
+        return self._wait_s
+
+    def on_start(self) -> None:
+        super().on_start()
+        self._wait_s = 0.0
+        self._pending: Job | None = None
+        self.user_id = messaging.user_id(self)
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """One short request, not counted: opens the connection and wakes the server."""
+        record = self.new_record("warmup", f"warmup-{self.scenario}")
+        self.stream_chat(record, chat.messages("Say hello."), 8)
+
+    @task
+    def work(self) -> None:
+        job = self._pending or messaging.work(self.environment).take(self.scenario, self.user_id)
+        self._pending = None
+        if job is None:
+            self._wait_s = 0.05
+            return
+        if job.release_at is not None:
+            delay = messaging.to_local(self.environment, job.release_at) - time.perf_counter()
+            if delay > 0.0005:
+                self._pending, self._wait_s = job, delay  # sleep until the release in wait_time
+                return
+        self._wait_s = 0.0
+        try:
+            self.run_job(job)
+        finally:
+            messaging.work(self.environment).done(job, self.user_id)
+
+    def run_job(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def job_record(self, job: Job, **labels):
+        return self.new_record(job.scenario, job.phase, round=job.round, concurrency=job.concurrency, **labels)
+
+
+__all__ = ["SCENARIOS", "SuiteShape", "SuiteUser"]

@@ -1,0 +1,145 @@
+"""How users reach the coordinator: directly in a local run, by Locust messages from a worker.
+
+Worker -> master: ``llm_take`` (a user is ready for a job), ``llm_done`` (a job finished),
+``llm_ping`` (clock offset). Master -> worker: ``llm_job`` (a job or none yet), ``llm_pong``.
+
+Release instants are in the master's ``perf_counter`` clock. Each worker estimates the offset of
+its own clock by ping/pong (NTP-style: offset = t_master - midpoint of the round trip, taken from
+the exchange with the smallest round trip) and converts release instants into its own clock.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import gevent
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from bench_tasks.suite import Coordinator, Job
+
+PINGS = 15
+
+
+class LocalWork:
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+
+    def take(self, scenario: str, user: str) -> Job | None:
+        return self.coordinator.take(scenario, user)
+
+    def done(self, job: Job, user: str) -> None:
+        self.coordinator.done(job)
+
+
+class RemoteWork:
+    """Worker side: asks the master, and answers None until the master's reply has arrived."""
+
+    def __init__(self, runner) -> None:
+        self.runner = runner
+        self.replies: dict[str, dict | None] = {}
+        self.asked: set[str] = set()
+
+    def take(self, scenario: str, user: str) -> Job | None:
+        if user in self.replies:
+            self.asked.discard(user)
+            job = self.replies.pop(user)
+            return Job(**job) if job else None
+        if user not in self.asked:
+            self.asked.add(user)
+            self.runner.send_message("llm_take", {"scenario": scenario, "user": user})
+        return None
+
+    def done(self, job: Job, user: str) -> None:
+        self.runner.send_message("llm_done", {"job": job.__dict__, "user": user})
+
+    def on_job(self, environment, msg, **_kwargs) -> None:
+        self.replies[msg.data["user"]] = msg.data["job"]
+
+
+class Clock:
+    """This process's estimate of (master clock - own clock), from ping/pong."""
+
+    def __init__(self) -> None:
+        self.offset_s = 0.0
+        self.rtt_s: float | None = None
+        self._sent: dict[int, float] = {}
+
+    def ping_all(self, runner) -> None:
+        for i in range(PINGS):
+            self._sent[i] = time.perf_counter()
+            runner.send_message("llm_ping", {"i": i})
+            gevent.sleep(0.02)
+
+    def on_pong(self, environment, msg, **_kwargs) -> None:
+        t_back = time.perf_counter()
+        t_out = self._sent.pop(msg.data["i"], None)
+        if t_out is None:
+            return
+        rtt = t_back - t_out
+        if self.rtt_s is None or rtt < self.rtt_s:
+            self.rtt_s = rtt
+            self.offset_s = msg.data["t_master"] - (t_out + t_back) / 2
+
+
+_work: LocalWork | RemoteWork | None = None
+_coordinator: Coordinator | None = None
+clock = Clock()
+
+
+def serve(environment, coordinator: Coordinator) -> None:
+    """Where the shape runs: make the coordinator reachable for users, local or remote."""
+    global _work, _coordinator
+    _coordinator = coordinator
+    if not isinstance(environment.runner, MasterRunner):
+        _work = LocalWork(coordinator)
+
+
+def work(environment) -> LocalWork | RemoteWork:
+    assert _work is not None, "no coordinator: run a locustfile that defines the suite's shape"
+    return _work
+
+
+def to_local(environment, t_master: float) -> float:
+    return t_master - clock.offset_s if isinstance(environment.runner, WorkerRunner) else t_master
+
+
+def user_id(user) -> str:
+    return f"{os.getpid()}-{id(user)}"
+
+
+# -- master side handlers --
+def _on_take(environment, msg, **_kwargs) -> None:
+    job = _coordinator.take(msg.data["scenario"], msg.data["user"]) if _coordinator else None
+    environment.runner.send_message("llm_job", {"user": msg.data["user"], "job": job and job.__dict__},
+                                    client_id=msg.node_id)
+
+
+def _on_done(environment, msg, **_kwargs) -> None:
+    if _coordinator is not None:
+        _coordinator.done(Job(**msg.data["job"]))
+
+
+def _on_ping(environment, msg, **_kwargs) -> None:
+    environment.runner.send_message("llm_pong", {"i": msg.data["i"], "t_master": time.perf_counter()},
+                                    client_id=msg.node_id)
+
+
+@events.init.add_listener
+def _register(environment, runner=None, **_kwargs) -> None:
+    global _work
+    if isinstance(runner, MasterRunner):
+        runner.register_message("llm_take", _on_take)
+        runner.register_message("llm_done", _on_done)
+        runner.register_message("llm_ping", _on_ping)
+    elif isinstance(runner, WorkerRunner):
+        _work = RemoteWork(runner)
+        runner.register_message("llm_job", _work.on_job)
+        runner.register_message("llm_pong", clock.on_pong)
+
+
+@events.test_start.add_listener
+def _measure_offset(environment, **_kwargs) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        gevent.spawn(clock.ping_all, environment.runner)

@@ -1,0 +1,30 @@
+"""Fresh long prompts, one at a time: how fast does the server read a prompt it has never seen?
+
+    locust -f locustfiles/prompt.py --host URL --sizes 4k,16k,32k --runs 3
+"""
+
+from bench_tasks import prompt
+from bench_tasks.record import add_flag
+from bench_tasks.tokens import token_counter
+from locustfiles.coordination import SuiteShape, SuiteUser
+
+ANSWER_TOKENS = 16  # the figure is the first token; a short answer keeps the phase quick
+
+
+class PromptUser(SuiteUser):
+    scenario = "prompt"
+
+    def run_job(self, job) -> None:
+        marker = prompt.fresh_marker()
+        count = token_counter(self.environment.host, self.target.profile, self.target.model, self.target.api_key)
+        messages, _ = prompt.calibrate(lambda n: prompt.fresh_prompt(marker, n, seed=job.index), count, job.size)
+        self.stream_chat(self.job_record(job, prompt_size=job.size), messages, ANSWER_TOKENS, judge=flag_cache_hit)
+
+
+def flag_cache_hit(record, _recorder) -> None:
+    if prompt.is_cache_hit(record.cached_tokens, record.prompt_tokens):
+        add_flag(record, "cache_hit")
+
+
+class PromptShape(SuiteShape):
+    users = {"prompt": PromptUser}

@@ -1,0 +1,100 @@
+"""The suite's plan and coordinator, without Locust: exact counts, order, and the burst barrier."""
+
+from bench_tasks.agent import Session, validate
+from bench_tasks.haystack import found, needle_messages
+from bench_tasks.prompt import calibrate, fresh_prompt, is_cache_hit, parse_size, size_label
+from bench_tasks.suite import Coordinator, SuiteOptions, plan
+
+
+def test_plan_counts_and_order():
+    phases = plan(SuiteOptions())
+    assert [p.name for p in phases] == ["chat", "prompt", "agent", "burst-1", "burst-4", "burst-12", "needle"]
+    counts = {p.name: p.expected_records for p in phases}
+    assert counts == {"chat": 9, "prompt": 9, "agent": 18, "burst-1": 3, "burst-4": 12, "burst-12": 36, "needle": 6}
+    assert {j.phase for j in phases[1].jobs} == {"prompt-4k", "prompt-16k", "prompt-32k"}
+    assert {j.phase for j in phases[-1].jobs} == {"needle-32k", "needle-128k"}
+
+
+def test_only_and_bursts_are_respected():
+    phases = plan(SuiteOptions(only=("burst",), bursts=(4, 1), runs=2))
+    assert [p.name for p in phases] == ["burst-1", "burst-4"]  # ascending: users only ever added
+
+
+def test_sequential_phase_hands_out_every_job_once_then_moves_on():
+    coordinator = Coordinator(plan(SuiteOptions(only=("chat", "agent"), runs=2)), clock=lambda: 0.0)
+    taken = []
+    while (job := coordinator.take("chat", "u1")) is not None:
+        taken.append(job)
+        assert coordinator.take("agent", "u2") is None  # not this phase's scenario
+        coordinator.done(job)
+    assert len(taken) == 6 and coordinator.phase.name == "agent"
+
+
+def test_burst_barrier_releases_a_round_only_when_all_users_wait():
+    now = [100.0]
+    coordinator = Coordinator(plan(SuiteOptions(only=("burst",), bursts=(3,), runs=2)), clock=lambda: now[0],
+                              release_lead_s=0.25)
+    assert coordinator.take("burst", "a") is None
+    assert coordinator.take("burst", "b") is None
+    job_c = coordinator.take("burst", "c")  # the third arrival releases the round
+    job_a, job_b = coordinator.take("burst", "a"), coordinator.take("burst", "b")
+    assert {job_a.release_at, job_b.release_at, job_c.release_at} == {100.25}
+    assert {job_a.index, job_b.index, job_c.index} == {0, 1, 2} and job_a.round == 1
+    coordinator.done(job_a)
+    assert coordinator.take("burst", "a") is None  # round 2 waits for b and c to finish
+    coordinator.done(job_b)
+    coordinator.done(job_c)
+    now[0] = 200.0
+    assert coordinator.take("burst", "b") is None
+    job_c2 = coordinator.take("burst", "c")
+    assert job_c2.round == 2 and job_c2.release_at == 200.25
+    for user in ("a", "b"):
+        coordinator.done(coordinator.take("burst", user))
+    coordinator.done(job_c2)
+    assert coordinator.finished
+
+
+def test_late_done_from_a_closed_phase_is_ignored():
+    coordinator = Coordinator(plan(SuiteOptions(only=("chat", "prompt"), runs=1)), clock=lambda: 0.0)
+    jobs = [coordinator.take("chat", "u") for _ in range(3)]
+    for job in jobs:
+        coordinator.done(job)
+    coordinator.done(jobs[0])
+    assert coordinator.phase.name == "prompt" and len(coordinator._queue) == 3
+
+
+def test_sizes_parse_and_label():
+    assert parse_size("16k") == 16384 and parse_size("1500") == 1500
+    assert size_label(32768) == "32k" and size_label(1500) == "1500"
+
+
+def test_calibrate_hits_the_target_with_a_nonlinear_counter():
+    def count(messages):  # ~1.3 tokens a word plus a template head
+        return 11 + int(len(messages[0]["content"].split()) * 1.3)
+
+    messages, tokens = calibrate(lambda n: fresh_prompt("[m]", n, seed=1), count, 16384)
+    assert abs(tokens - 16384) <= 0.005 * 16384 and count(messages) == tokens
+
+
+def test_needle_sits_at_its_depth_and_is_found_exactly():
+    text = needle_messages(2000, 0.5, "falcon-1234", seed=3, marker="[m]")[0]["content"]
+    position = text.index("The code word is falcon-1234") / len(text)
+    assert 0.4 < position < 0.6
+    assert found("The code word is falcon-1234.", "falcon-1234") and not found("falcon-123", "falcon-1234")
+
+
+def test_cache_hit_tolerates_only_a_template_head():
+    assert not is_cache_hit(0, 4096) and not is_cache_hit(5, 4096) and is_cache_hit(4000, 4096)
+    assert not is_cache_hit(None, 4096)
+
+
+def test_agent_session_grows_and_validates_tool_calls():
+    session = Session.start("[m]")
+    first = list(session.turn_messages())
+    assert [m["role"] for m in first] == ["system", "user"]
+    name, valid = session.answered("", [{"id": "c1", "name": "read_file", "arguments": '{"path": "stats.py"}'}])
+    assert (name, valid) == ("read_file", True)
+    assert [m["role"] for m in session.turn_messages()] == ["system", "user", "assistant", "tool"]
+    session.answered("The bug is in median.", [])
+    assert session.turn_messages()[-1]["role"] == "user" and session.next_user == 2
+    assert not validate({"name": "rm_rf", "arguments": "{}"}) and not validate({"name": "search", "arguments": "[1]"})
