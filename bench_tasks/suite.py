@@ -47,7 +47,7 @@ class Job:
 
 @dataclass
 class Phase:
-    name: str  # chat, prompt, agent, burst-4, needle
+    name: str  # the records' phase: chat, prompt-16k, agent, burst-4, needle-32k
     scenario: str
     users: int
     jobs: list[Job]
@@ -65,9 +65,10 @@ def plan(options: SuiteOptions) -> list[Phase]:
                 for i in range(len(chat.QUESTIONS))]
         phases.append(Phase("chat", "chat", 1, jobs))
     if "prompt" in options.only:
-        jobs = [Job("prompt", f"prompt-{size_label(size)}", run, i, size=size)
-                for i, (size, run) in enumerate((s, r) for s in options.sizes for r in range(1, options.runs + 1))]
-        phases.append(Phase("prompt", "prompt", 1, jobs))
+        for k, size in enumerate(options.sizes):
+            name = f"prompt-{size_label(size)}"
+            jobs = [Job("prompt", name, run, k * options.runs + run, size=size) for run in range(1, options.runs + 1)]
+            phases.append(Phase(name, "prompt", 1, jobs))
     if "agent" in options.only:
         phases.append(Phase("agent", "agent", 1, [Job("agent", "agent", run, run) for run in range(1, options.runs + 1)]))
     if "burst" in options.only:
@@ -76,9 +77,11 @@ def plan(options: SuiteOptions) -> list[Phase]:
                     for i in range(n)]
             phases.append(Phase(f"burst-{n}", "burst", n, jobs, barrier=True))
     if "needle" in options.only:
-        jobs = [Job("needle", f"needle-{size_label(size)}", 1, i, size=size, depth=depth)
-                for i, (size, depth) in enumerate((s, d) for s in options.needle_sizes for d in options.depths)]
-        phases.append(Phase("needle", "needle", 1, jobs))
+        for k, size in enumerate(options.needle_sizes):
+            name = f"needle-{size_label(size)}"
+            jobs = [Job("needle", name, 1, k * len(options.depths) + i, size=size, depth=depth)
+                    for i, depth in enumerate(options.depths)]
+            phases.append(Phase(name, "needle", 1, jobs))
     return phases
 
 
@@ -92,10 +95,11 @@ class Coordinator:
     _outstanding: int = 0
     _waiting: dict = field(default_factory=dict)  # barrier: user -> None until released
     _assigned: dict = field(default_factory=dict)  # user -> job, handed out on its next take
-    _on_phase: Callable[[Phase], None] | None = None
+    on_enter: Callable[[Phase | None, Phase | None], None] | None = None
+    accepting: bool = True
 
     def __post_init__(self) -> None:
-        self._enter(0)
+        self._enter(0, previous=None)
 
     @property
     def phase(self) -> Phase | None:
@@ -105,7 +109,9 @@ class Coordinator:
     def finished(self) -> bool:
         return self.phase is None
 
-    def _enter(self, index: int) -> None:
+    def _enter(self, index: int, previous: Phase | None) -> None:
+        """Move to phase ``index``. With an ``on_enter`` hook (e.g. scraping the engine's metrics
+        between phases) no job is handed out until the hook calls ``begin()``."""
         self.current = index
         self._waiting.clear()
         self._assigned.clear()
@@ -113,11 +119,18 @@ class Coordinator:
         self._queue = deque(phase.jobs) if phase else deque()
         self._outstanding = len(self._queue)
         if phase is not None and self._outstanding == 0:
-            self._enter(index + 1)
+            self._enter(index + 1, previous)
+            return
+        if self.on_enter is not None:
+            self.accepting = False
+            self.on_enter(previous, phase)
+
+    def begin(self) -> None:
+        self.accepting = True
 
     def take(self, scenario: str, user: str) -> Job | None:
         phase = self.phase
-        if phase is None or phase.scenario != scenario:
+        if phase is None or phase.scenario != scenario or not self.accepting:
             return None
         if user in self._assigned:
             return self._assigned.pop(user)
@@ -138,8 +151,8 @@ class Coordinator:
             del self._waiting[user]
 
     def done(self, job: Job) -> None:
-        if self.phase is None or job.phase not in {j.phase for j in self.phase.jobs}:
+        if self.phase is None or job.phase != self.phase.name:
             return  # a late report from a phase already closed
         self._outstanding -= 1
         if self._outstanding <= 0:
-            self._enter(self.current + 1)
+            self._enter(self.current + 1, self.phase)

@@ -1,6 +1,7 @@
 """llm-bench: a thin command line over bench_tasks, Locust and the analysis.
 
     llm-bench run chat [--host URL] [--users N] [--requests N] [--setup LABEL] --out DIR
+    llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
     llm-bench sim [--port 8000] [simulated engine options]
 """
 
@@ -9,8 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
+from bench_tasks.prompt import parse_size
+from bench_tasks.suite import SCENARIOS
 from llm_bench import headless
 from llm_bench.headless import UsageError
 
@@ -40,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=_positive_int, default=256)
     run.set_defaults(handler=run_chat)
 
+    quick = commands.add_parser("quick", help="run the quick suite headless, then write its report")
+    add_target_options(quick)
+    add_suite_options(quick)
+    quick.set_defaults(handler=run_quick)
+
     sim = commands.add_parser("sim", help="serve the simulated engine (an OpenAI-compatible server)")
     sim.add_argument("sim_args", nargs=argparse.REMAINDER, help="options of `python -m simengine --help`")
     sim.set_defaults(handler=run_sim)
@@ -55,6 +64,20 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default="", help="API key (default: $OPENAI_API_KEY); sent only to --host")
     parser.add_argument("--read-timeout", type=_positive_float, default=300.0,
                         help="seconds without a byte before a request counts as stalled (default 300)")
+
+
+def add_suite_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=_positive_int, default=3, help="runs per test; bursts: rounds (default 3)")
+    parser.add_argument("--sizes", type=_sizes, default="4k,16k,32k", help="fresh prompt sizes (default 4k,16k,32k)")
+    parser.add_argument("--needle-sizes", type=_sizes, default="32k,128k", help="needle prompt sizes (default 32k,128k)")
+    parser.add_argument("--bursts", type=_counts, default="1,4,12", help="simultaneous requests (default 1,4,12)")
+    parser.add_argument("--only", type=_scenarios, default=",".join(SCENARIOS),
+                        help=f"scenarios to run (default {','.join(SCENARIOS)})")
+
+
+def suite_locust_args(args) -> list[str]:
+    return ["--runs", str(args.runs), "--sizes", args.sizes, "--needle-sizes", args.needle_sizes,
+            "--bursts", args.bursts, "--only", args.only]
 
 
 def common_locust_args(args) -> list[str]:
@@ -80,6 +103,29 @@ def run_chat(args, argv: list[str]) -> int:
     return 0 if code == 0 else code
 
 
+def run_quick(args, argv: list[str]) -> int:
+    from analysis import load, overview
+
+    out_dir = headless.prepare_out_dir(args.out)
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
+    started = time.perf_counter()
+    with headless.target_server(args.host, out_dir) as url:
+        models = headless.check_server(url, api_key)
+        headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key,
+                                {"workload": "quick", "suite": vars_for_settings(args)})
+        extra = common_locust_args(args) + suite_locust_args(args)
+        code = headless.run_locust("quick_suite.py", url, out_dir, 1, extra, api_key)
+    records, _info = load.load_run(out_dir)
+    print(overview.format_overview(overview.overview(records)))
+    print(f"suite ran in {time.perf_counter() - started:.0f} s; records: {out_dir / 'requests.csv'}")
+    return code
+
+
+def vars_for_settings(args) -> dict:
+    keys = ("runs", "sizes", "needle_sizes", "bursts", "only", "setup", "engine", "model", "read_timeout")
+    return {key: getattr(args, key) for key in keys}
+
+
 def run_sim(args, argv: list[str]) -> int:
     import simengine.__main__ as sim_main
 
@@ -91,6 +137,34 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _sizes(text: str) -> str:
+    try:
+        sizes = [parse_size(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected sizes like 4k,16k,32k or 1500, got {text!r}")
+    return text
+
+
+def _counts(text: str) -> str:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected counts like 1,4,12, got {text!r}")
+    return text
+
+
+def _scenarios(text: str) -> str:
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [s for s in chosen if s not in SCENARIOS]
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(f"scenarios are {','.join(SCENARIOS)}; got {text!r}")
+    return ",".join(chosen)
 
 
 def _positive_float(text: str) -> float:

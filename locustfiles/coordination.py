@@ -9,16 +9,20 @@ reaches the master, and ends the run.
 
 from __future__ import annotations
 
+import logging
 import time
+from pathlib import Path
 
+import gevent
 from locust import LoadTestShape, task
 from locust.runners import MasterRunner
 
-from bench_tasks import chat
+from bench_tasks import chat, metrics
+from bench_tasks.records_file import METRICS_JSONL, JsonlWriter
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS, Coordinator, Job, SuiteOptions, plan
 from locustfiles import messaging
-from locustfiles.llm_user import LLMUser
+from locustfiles.llm_user import LLMUser, target
 
 REPORT_WAIT_S = 3.5  # Locust workers report every 3 s: wait longer before stopping
 
@@ -44,9 +48,28 @@ class SuiteShape(LoadTestShape):
         super().reset_time()
         environment = self.runner.environment
         options = suite_options(environment.parsed_options, tuple(self.users))
-        self.coordinator = Coordinator(plan(options), clock=time.perf_counter)
         self.finished_at: float | None = None
+        self.coordinator = Coordinator(plan(options), clock=time.perf_counter, on_enter=self._between_phases)
         messaging.serve(environment, self.coordinator)
+
+    def _between_phases(self, previous, phase) -> None:
+        """Read the engine's counters after one phase and before the next, then open the next."""
+        gevent.spawn(self._scrape_then_begin, previous, phase)
+
+    def _scrape_then_begin(self, previous, phase) -> None:
+        environment = self.runner.environment
+        try:
+            server_target = target(environment)
+            log = JsonlWriter(Path(environment.parsed_options.llm_out) / METRICS_JSONL)
+            for when, which in (("after", previous), ("before", phase)):
+                values = metrics.scrape(environment.host, server_target.profile, server_target.api_key)
+                if which is not None and values is not None:
+                    log.write({"phase": which.name, "when": when, "t": time.perf_counter(), "metrics": values})
+            log.close()
+        except Exception as exc:  # noqa: BLE001 - metrics are a bonus; the suite must go on
+            logging.warning("llm-bench: could not read the engine's metrics: %s", exc)
+        finally:
+            self.coordinator.begin()
 
     def tick(self):
         coordinator = getattr(self, "coordinator", None)

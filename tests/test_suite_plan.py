@@ -8,11 +8,12 @@ from bench_tasks.suite import Coordinator, SuiteOptions, plan
 
 def test_plan_counts_and_order():
     phases = plan(SuiteOptions())
-    assert [p.name for p in phases] == ["chat", "prompt", "agent", "burst-1", "burst-4", "burst-12", "needle"]
     counts = {p.name: p.expected_records for p in phases}
-    assert counts == {"chat": 9, "prompt": 9, "agent": 18, "burst-1": 3, "burst-4": 12, "burst-12": 36, "needle": 6}
-    assert {j.phase for j in phases[1].jobs} == {"prompt-4k", "prompt-16k", "prompt-32k"}
-    assert {j.phase for j in phases[-1].jobs} == {"needle-32k", "needle-128k"}
+    assert counts == {"chat": 9, "prompt-4k": 3, "prompt-16k": 3, "prompt-32k": 3, "agent": 18, "burst-1": 3,
+                      "burst-4": 12, "burst-12": 36, "needle-32k": 3, "needle-128k": 3}
+    assert list(counts) == [p.name for p in phases]  # dicts keep order: the suite's fixed order
+    assert all(j.phase == p.name for p in phases for j in p.jobs)
+    assert len({j.index for p in phases if p.scenario == "prompt" for j in p.jobs}) == 9  # distinct prompts
 
 
 def test_only_and_bursts_are_respected():
@@ -55,12 +56,26 @@ def test_burst_barrier_releases_a_round_only_when_all_users_wait():
 
 
 def test_late_done_from_a_closed_phase_is_ignored():
-    coordinator = Coordinator(plan(SuiteOptions(only=("chat", "prompt"), runs=1)), clock=lambda: 0.0)
-    jobs = [coordinator.take("chat", "u") for _ in range(3)]
+    coordinator = Coordinator(plan(SuiteOptions(only=("chat", "prompt"), runs=3)), clock=lambda: 0.0)
+    jobs = [coordinator.take("chat", "u") for _ in range(9)]
     for job in jobs:
         coordinator.done(job)
     coordinator.done(jobs[0])
-    assert coordinator.phase.name == "prompt" and len(coordinator._queue) == 3
+    assert coordinator.phase.name == "prompt-4k" and len(coordinator._queue) == 3
+
+
+def test_on_enter_hook_gates_the_next_phase_until_begin():
+    entered = []
+    coordinator = Coordinator(plan(SuiteOptions(only=("chat", "agent"), runs=1)), clock=lambda: 0.0,
+                              on_enter=lambda prev, new: entered.append((prev and prev.name, new and new.name)))
+    assert entered == [(None, "chat")] and coordinator.take("chat", "u") is None
+    coordinator.begin()
+    for _ in range(3):
+        coordinator.done(coordinator.take("chat", "u"))
+    assert entered[-1] == ("chat", "agent") and coordinator.take("agent", "u") is None
+    coordinator.begin()
+    coordinator.done(coordinator.take("agent", "u"))
+    assert entered[-1] == ("agent", None) and coordinator.finished
 
 
 def test_sizes_parse_and_label():
@@ -98,3 +113,21 @@ def test_agent_session_grows_and_validates_tool_calls():
     session.answered("The bug is in median.", [])
     assert session.turn_messages()[-1]["role"] == "user" and session.next_user == 2
     assert not validate({"name": "rm_rf", "arguments": "{}"}) and not validate({"name": "search", "arguments": "[1]"})
+
+
+def test_prometheus_parse_sums_label_sets_and_tolerates_total_suffix():
+    from bench_tasks.metrics import parse
+
+    text = """# HELP x
+vllm:time_to_first_token_seconds_sum{model_name="m",engine="0"} 1.5
+vllm:time_to_first_token_seconds_count{model_name="m",engine="0"} 3.0
+vllm:time_to_first_token_seconds_bucket{le="0.1"} 1.0
+vllm:prompt_tokens{model_name="m"} 100
+vllm:prompt_tokens{model_name="n"} 20
+llamacpp:tokens_predicted_total 7
+"""
+    wanted = {"vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
+              "vllm:prompt_tokens_total", "llamacpp:tokens_predicted_total"}
+    assert parse(text, wanted) == {"vllm:time_to_first_token_seconds_sum": 1.5,
+                                   "vllm:time_to_first_token_seconds_count": 3.0,
+                                   "vllm:prompt_tokens_total": 120.0, "llamacpp:tokens_predicted_total": 7.0}
