@@ -1,0 +1,49 @@
+"""Shared fixtures: a simulated engine per test (its truth log beside it), and the CLI as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import simengine
+from analysis.load import load_run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def start_sim(tmp_path):
+    """start_sim(**SimConfig fields) -> handle with .url and .truth (a DataFrame reader)."""
+    handles = []
+
+    def start(**config):
+        truth_log = tmp_path / f"truth-{len(handles)}.jsonl"
+        handle = simengine.start_process(simengine.SimConfig(truth_log=str(truth_log), **config))
+        handle.truth_log = truth_log
+        handles.append(handle)
+        return handle
+
+    yield start
+    for handle in handles:
+        handle.stop()
+
+
+def read_truth(path: Path) -> pd.DataFrame:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return pd.DataFrame(rows)
+
+
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `llm-bench ARGS` exactly as a user would."""
+    return subprocess.run([sys.executable, "-m", "llm_bench.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def load_records(out_dir: Path) -> pd.DataFrame:
+    records, _info = load_run(out_dir)
+    return records

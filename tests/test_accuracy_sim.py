@@ -1,0 +1,47 @@
+"""End to end against the simulated engine, which knows the true timing of every request.
+
+The client's TTFT and decode rate are held against the engine's own log (both use the
+machine-wide monotonic clock, so the times are directly comparable).
+"""
+
+import pytest
+
+from tests.conftest import load_records, read_truth, run_cli
+
+
+@pytest.mark.parametrize("users", [1, 12])
+@pytest.mark.parametrize("tokens_per_event", [1, 4])
+def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_event):
+    sim = start_sim(slots=12, decode_tps=60.0, tokens_per_event=tokens_per_event,
+                    answer_tokens_min=60, answer_tokens_max=100)
+    out = tmp_path / "run"
+    result = run_cli("run", "chat", "--host", sim.url, "--users", str(users), "--requests", str(2 * users),
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out)
+    measured = records[records["scenario"] == "chat"]
+    assert len(measured) == 2 * users and measured["ok"].all()
+    truth = read_truth(sim.truth_log).set_index("request_id")
+    joined = measured.set_index("request_id").join(truth, rsuffix="_true", how="inner")
+    assert len(joined) == len(measured)  # every request found in the engine's log
+
+    ttft_error_s = (joined["ttft_s"].astype(float) - joined["ttft_s_true"].astype(float)).abs()
+    assert ttft_error_s.median() <= 0.002, ttft_error_s.describe()
+    decode_error = (joined["decode_tps"].astype(float) / joined["decode_tps_true"].astype(float) - 1).abs()
+    assert decode_error.median() <= 0.01, decode_error.describe()
+    assert (joined["completion_tokens"].astype(int) == joined["completion_tokens_true"].astype(int)).all()
+    assert (joined["tokens_per_event"].astype(float).round() == tokens_per_event).all()
+    # TTFT never stops at the role-only chunk, which the simulated engine sends at once.
+    assert (joined["ttft_s"] > joined["ttfb_s"]).all()
+
+
+def test_run_chat_without_host_uses_the_simulated_engine(tmp_path):
+    out = tmp_path / "d"
+    result = run_cli("run", "chat", "--requests", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "TTFT p50 s" in result.stdout and "decode tok/s" in result.stdout
+    header = (out / "requests.csv").read_text().splitlines()[0].split(",")
+    for column in ("scenario", "phase", "round", "concurrency", "user", "client_host", "setup", "t_start", "ok",
+                   "error", "ttfb_s", "ttft_s", "e2e_s", "prompt_tps", "decode_tps", "tokens_per_event"):
+        assert column in header
+    assert len(read_truth(out / "sim-truth.jsonl")) >= 3  # the built-in engine served them
