@@ -31,6 +31,7 @@ class RecordsSink:
         self._writer: JsonlWriter | None = None
         self._pending: list[dict] = []  # worker: not yet reported to the master
         self.count = 0
+        self.listeners: list = []  # called with each row where the run's records come together
 
     def writer(self) -> JsonlWriter:
         # Opened on first use: a worker learns --llm-out only when the run starts.
@@ -45,6 +46,9 @@ class RecordsSink:
         self.count += 1
         if self.is_worker:
             self._pending.append(row)
+        else:
+            for listener in self.listeners:
+                listener(row)
 
     def take_pending(self) -> list[dict]:
         pending, self._pending = self._pending, []
