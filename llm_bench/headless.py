@@ -72,14 +72,19 @@ def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list
     command = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILES / locustfile), "--headless",
         "--host", url, "-u", str(users), "-r", str(max(users, 1)), "-t", f"{run_time_s}s",
-        "--llm-out", str(out_dir), "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "30",
+        "--llm-out", str(out_dir), "--only-summary", "--loglevel", "INFO", "--stop-timeout", "30",
         "--exit-code-on-error", "0",
         *extra,
     ]
     env = dict(os.environ)
     if api_key:
         env["OPENAI_API_KEY"] = api_key  # by environment, never on a command line others can read
-    return subprocess.run(command, env=env, cwd=out_dir).returncode
+    # Locust's own printed stats are rounded and would sit beside ours: they go to a log file.
+    with open(out_dir / "locust.log", "w") as log:
+        code = subprocess.run(command, env=env, cwd=out_dir, stdout=log, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise UsageError(f"locust exited with code {code}; see {out_dir / 'locust.log'}")
+    return code
 
 
 def write_settings(out_dir: Path, url: str, models: dict, argv: list[str], api_key: str, extra: dict) -> None:

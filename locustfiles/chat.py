@@ -6,14 +6,15 @@
 from itertools import count
 
 import gevent
-
 from locust import constant, task
 from locust.exception import StopUser
 
 from bench_tasks import chat
 from locustfiles.llm_user import LLMUser
 
-_sent = count()  # per process: --llm-requests caps the whole process, not each user
+# Per process: --llm-requests caps the whole process, not each user.
+_started = count()
+_finished = count(1)
 
 
 class ChatUser(LLMUser):
@@ -21,17 +22,14 @@ class ChatUser(LLMUser):
 
     @task
     def ask(self) -> None:
-        n = next(_sent)
         limit = self.environment.parsed_options.llm_requests
+        n = next(_started)
         if limit and n >= limit:
-            self.finish()
+            raise StopUser()
         question = chat.QUESTIONS[n % len(chat.QUESTIONS)]
         record = self.new_record("chat", "chat", round=n // len(chat.QUESTIONS) + 1,
                                  concurrency=self.environment.runner.user_count)
         self.stream_chat(record, chat.messages(question), self.environment.parsed_options.max_tokens)
-
-    def finish(self) -> None:
-        # The last user to run out of requests ends the run, so a headless run stops by itself.
-        if self.environment.runner.user_count <= 1:
+        if limit and next(_finished) == limit:
+            # The last answer is in: end the run (from another greenlet: quitting kills this one).
             gevent.spawn(self.environment.runner.quit)
-        raise StopUser()

@@ -49,6 +49,7 @@ class SuiteShape(LoadTestShape):
         environment = self.runner.environment
         options = suite_options(environment.parsed_options, tuple(self.users))
         self.finished_at: float | None = None
+        self._running_class: type | None = None
         self.coordinator = Coordinator(plan(options), clock=time.perf_counter, on_enter=self._between_phases)
         messaging.serve(environment, self.coordinator)
 
@@ -78,7 +79,14 @@ class SuiteShape(LoadTestShape):
             coordinator = self.coordinator
         phase = coordinator.phase
         if phase is not None:
-            return phase.users, phase.users, [self.users[phase.scenario]]
+            user_class = self.users[phase.scenario]
+            if user_class is not self._running_class:
+                # Locust keeps users of a dropped class while the count stays the same, so a new
+                # class starts from zero users.
+                if self.get_current_user_count() > 0:
+                    return 0, 100, None
+                self._running_class = user_class
+            return phase.users, phase.users, [user_class]
         if self.finished_at is None:
             self.finished_at = time.perf_counter()
         wait_s = REPORT_WAIT_S if isinstance(self.runner, MasterRunner) else 0.0

@@ -12,7 +12,8 @@ from locust import events
 
 @events.init_command_line_parser.add_listener
 def add_options(parser) -> None:
-    group = parser.add_argument_group("llm-bench")
+    # Locust's own add_argument (not an argument group's) knows include_in_web_ui.
+    group = parser
     group.add_argument("--llm-out", default="llm-bench-out", help="Directory for records.jsonl and requests.csv")
     group.add_argument("--setup", default="", include_in_web_ui=True, help="Label of the serving setup under test")
     group.add_argument("--engine", default="auto", include_in_web_ui=True,
@@ -24,7 +25,7 @@ def add_options(parser) -> None:
     group.add_argument("--llm-requests", type=int, default=0, include_in_web_ui=True,
                        help="chat.py: stop after this many requests in total (0: run until stopped)")
     group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True, help="chat.py: max_tokens per answer")
-    suite = parser.add_argument_group("llm-bench quick suite")
+    suite = parser
     suite.add_argument("--runs", type=int, default=3, include_in_web_ui=True, help="Runs per test (bursts: rounds)")
     suite.add_argument("--sizes", default="4k,16k,32k", include_in_web_ui=True, help="Fresh prompt sizes in tokens")
     suite.add_argument("--needle-sizes", default="32k,128k", include_in_web_ui=True, help="Needle prompt sizes")
