@@ -93,7 +93,7 @@ def run_chat(args, argv: list[str]) -> int:
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
     with headless.target_server(args.host, out_dir) as url:
-        models = headless.check_server(url, api_key)
+        models = headless.check_server(url, api_key, args.model)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, {"workload": "chat"})
         extra = common_locust_args(args) + ["--llm-requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
         code = headless.run_locust("chat.py", url, out_dir, args.users, extra, api_key)
@@ -110,7 +110,7 @@ def run_quick(args, argv: list[str]) -> int:
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
     started = time.perf_counter()
     with headless.target_server(args.host, out_dir) as url:
-        models = headless.check_server(url, api_key)
+        models = headless.check_server(url, api_key, args.model)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key,
                                 {"workload": "quick", "suite": vars_for_settings(args)})
         extra = common_locust_args(args) + suite_locust_args(args)

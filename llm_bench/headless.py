@@ -59,11 +59,19 @@ def target_server(host: str | None, out_dir: Path, sim_options: dict | None = No
         handle.stop()
 
 
-def check_server(url: str, api_key: str) -> dict:
+def check_server(url: str, api_key: str, model: str = "") -> dict:
+    """The server's /v1/models, or a one-line error saying what to do."""
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--host must be a URL like http://127.0.0.1:8000, got {url!r}")
     try:
-        return server.list_models(url, api_key=api_key)
+        models = server.list_models(url, api_key=api_key)
     except server.ServerError as exc:
-        raise UsageError(str(exc)) from None
+        hint = " (give the base URL, without /v1)" if url.rstrip("/").endswith("/v1") else ""
+        raise UsageError(f"{exc}{hint}") from None
+    names = [str(m.get("id")) for m in models["data"]]
+    if model and model not in names:
+        raise UsageError(f"model {model!r} is not served by {url}; it serves: {', '.join(names)}")
+    return models
 
 
 def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list[str], api_key: str,

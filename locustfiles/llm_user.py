@@ -123,6 +123,8 @@ class LLMUser(FastHttpUser):
             recorder.end(time.perf_counter())
             transport.discard(resp) if recorder.error else transport.drain(resp)
             recorder.fill(record)
+            if self.target.api_key and self.target.api_key in record.error_detail:
+                record.error_detail = record.error_detail.replace(self.target.api_key, "***")  # echoed by a server
             _report_live(self.environment, resp, record)
         if judge is not None:
             judge(record, recorder)
