@@ -16,6 +16,7 @@ from bench_tasks.record import COLUMNS
 RECORDS_JSONL = "records.jsonl"  # local runner or master: every record of the run
 REQUESTS_CSV = "requests.csv"
 WORKER_JSONL_GLOB = "worker-*.jsonl"  # each worker's own copy, written as it goes
+LOST_WORKERS_JSONL = "lost-workers.jsonl"  # distributed runs: a worker that died, and what it held
 METRICS_JSONL = "metrics.jsonl"  # the engine's Prometheus counters before and after each phase
 
 

@@ -150,6 +150,16 @@ class Coordinator:
             self._assigned[user] = Job(**{**job.__dict__, "release_at": release_at})
             del self._waiting[user]
 
+    def forget(self, user: str) -> list[Job]:
+        """A user is gone (its worker died): it no longer counts at a barrier, and a job handed to
+        it but not yet picked up is lost. Returns the lost jobs (already closed)."""
+        self._waiting.pop(user, None)
+        job = self._assigned.pop(user, None)
+        if job is None:
+            return []
+        self.done(job)
+        return [job]
+
     def done(self, job: Job) -> None:
         if self.phase is None or job.phase != self.phase.name:
             return  # a late report from a phase already closed

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import locustfiles
 from bench_tasks import server
-from bench_tasks.records_file import METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB
+from bench_tasks.records_file import (
+    LOST_WORKERS_JSONL,
+    METRICS_JSONL,
+    RECORDS_JSONL,
+    REQUESTS_CSV,
+    WORKER_JSONL_GLOB,
+)
 
 LOCUSTFILES = Path(locustfiles.__file__).resolve().parent
 
@@ -38,7 +44,8 @@ def prepare_out_dir(out: str) -> Path:
         probe.unlink()
     except OSError as exc:
         raise UsageError(f"cannot write to output directory {path} ({exc.strerror}); choose another --out") from None
-    for stale in [path / RECORDS_JSONL, path / REQUESTS_CSV, path / METRICS_JSONL, *path.glob(WORKER_JSONL_GLOB)]:
+    for stale in [path / RECORDS_JSONL, path / REQUESTS_CSV, path / METRICS_JSONL, path / LOST_WORKERS_JSONL,
+                  *path.glob(WORKER_JSONL_GLOB)]:
         stale.unlink(missing_ok=True)
     return path
 

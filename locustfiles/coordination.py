@@ -18,7 +18,7 @@ from locust import LoadTestShape, task
 from locust.runners import MasterRunner
 
 from bench_tasks import chat, metrics
-from bench_tasks.records_file import METRICS_JSONL, JsonlWriter
+from bench_tasks.records_file import LOST_WORKERS_JSONL, METRICS_JSONL, JsonlWriter
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS, Coordinator, Job, SuiteOptions, plan
 from locustfiles import messaging
@@ -77,6 +77,7 @@ class SuiteShape(LoadTestShape):
         if coordinator is None:
             self.reset_time()
             coordinator = self.coordinator
+        self._close_lost_workers()
         phase = coordinator.phase
         if phase is not None:
             user_class = self.users[phase.scenario]
@@ -86,13 +87,28 @@ class SuiteShape(LoadTestShape):
                 if self.get_current_user_count() > 0:
                     return 0, 100, None
                 self._running_class = user_class
-            return phase.users, phase.users, [user_class]
+            # A changed spawn rate makes Locust dispatch again, replacing a dead worker's users.
+            return phase.users, phase.users + 0.001 * len(messaging.ledger.lost_workers), [user_class]
         if self.finished_at is None:
             self.finished_at = time.perf_counter()
         wait_s = REPORT_WAIT_S if isinstance(self.runner, MasterRunner) else 0.0
         if time.perf_counter() - self.finished_at < wait_s:
             return 0, 100, None
         return None
+
+
+    def _close_lost_workers(self) -> None:
+        if not isinstance(self.runner, MasterRunner):
+            return
+        for worker in self.runner.clients.missing:
+            if worker.id in messaging.ledger.lost_workers:
+                continue
+            event = messaging.ledger.lose(worker.id, self.coordinator)
+            logging.warning("llm-bench: worker %s was lost; closed %d in-flight job(s)", worker.id,
+                            event["in_flight_jobs"])
+            writer = JsonlWriter(Path(self.runner.environment.parsed_options.llm_out) / LOST_WORKERS_JSONL)
+            writer.write(event)
+            writer.close()
 
 
 class SuiteUser(LLMUser):

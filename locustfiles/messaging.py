@@ -109,16 +109,58 @@ def user_id(user) -> str:
     return f"{os.getpid()}-{id(user)}"
 
 
+class Ledger:
+    """Master side: which worker holds which job, so a dead worker's work is closed, not awaited."""
+
+    def __init__(self) -> None:
+        self.users_of: dict[str, set[str]] = {}  # worker node -> its users
+        self.held: dict[str, Job] = {}  # user -> job it is running
+        self.jobs_done: dict[str, int] = {}  # worker node -> jobs finished
+        self.records_in: dict[str, int] = {}  # worker node -> records received
+        self.lost_workers: set[str] = set()
+
+    def lose(self, node: str, coordinator: Coordinator) -> dict:
+        """Close everything the worker held; say what may be missing."""
+        self.lost_workers.add(node)
+        lost_jobs: list[Job] = []
+        for user in self.users_of.pop(node, set()):
+            job = self.held.pop(user, None)
+            if job is not None:
+                coordinator.done(job)
+                lost_jobs.append(job)
+            lost_jobs += coordinator.forget(user)
+        return {"worker": node, "lost_at": time.time(), "in_flight_jobs": len(lost_jobs),
+                "in_flight_phases": sorted({job.phase for job in lost_jobs}),
+                "jobs_done": self.jobs_done.get(node, 0), "records_received": self.records_in.get(node, 0)}
+
+
+ledger = Ledger()
+
+
 # -- master side handlers --
 def _on_take(environment, msg, **_kwargs) -> None:
-    job = _coordinator.take(msg.data["scenario"], msg.data["user"]) if _coordinator else None
+    if _coordinator is None or msg.node_id in ledger.lost_workers:
+        job = None
+    else:
+        job = _coordinator.take(msg.data["scenario"], msg.data["user"])
+        ledger.users_of.setdefault(msg.node_id, set()).add(msg.data["user"])
+        if job is not None:
+            ledger.held[msg.data["user"]] = job
     environment.runner.send_message("llm_job", {"user": msg.data["user"], "job": job and job.__dict__},
                                     client_id=msg.node_id)
 
 
 def _on_done(environment, msg, **_kwargs) -> None:
+    if ledger.held.pop(msg.data["user"], None) is None:
+        return  # already closed as lost
+    ledger.jobs_done[msg.node_id] = ledger.jobs_done.get(msg.node_id, 0) + 1
     if _coordinator is not None:
         _coordinator.done(Job(**msg.data["job"]))
+
+
+@events.worker_report.add_listener
+def _count_records(client_id, data) -> None:
+    ledger.records_in[client_id] = ledger.records_in.get(client_id, 0) + len(data.get("llm_records", ()))
 
 
 def _on_ping(environment, msg, **_kwargs) -> None:

@@ -131,3 +131,14 @@ llamacpp:tokens_predicted_total 7
     assert parse(text, wanted) == {"vllm:time_to_first_token_seconds_sum": 1.5,
                                    "vllm:time_to_first_token_seconds_count": 3.0,
                                    "vllm:prompt_tokens_total": 120.0, "llamacpp:tokens_predicted_total": 7.0}
+
+
+def test_forgotten_users_release_their_jobs_and_leave_the_barrier():
+    coordinator = Coordinator(plan(SuiteOptions(only=("burst",), bursts=(2,), runs=2)), clock=lambda: 0.0)
+    assert coordinator.take("burst", "a") is None
+    job_b = coordinator.take("burst", "b")  # releases round 1; a's job waits for a
+    assert coordinator.forget("a")[0].round == 1  # a died before picking it up: lost, closed
+    coordinator.done(job_b)
+    assert coordinator.take("burst", "b") is None
+    assert coordinator.forget("b") == [] and coordinator.take("burst", "c") is None
+    assert coordinator.take("burst", "d").round == 2  # replacements fill round 2
