@@ -2,6 +2,8 @@
 
     llm-bench run chat [--host URL] [--users N] [--requests N] [--setup LABEL] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
+    llm-bench report DIR
+    llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench sim [--port 8000] [simulated engine options]
 """
 
@@ -48,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_options(quick)
     add_suite_options(quick)
     quick.set_defaults(handler=run_quick)
+
+    report = commands.add_parser("report", help="write summary.md/.csv, charts and report.html for a run")
+    report.add_argument("run_dir", help="a run's output directory")
+    report.set_defaults(handler=run_report)
+
+    compare = commands.add_parser("compare", help="several setups side by side")
+    compare.add_argument("run_dirs", nargs="+", help="run directories, one per setup")
+    compare.add_argument("--labels", default="", help="comma-separated labels (default: each run's --setup)")
+    compare.add_argument("--out", required=True, help="output directory")
+    compare.set_defaults(handler=run_compare)
 
     sim = commands.add_parser("sim", help="serve the simulated engine (an OpenAI-compatible server)")
     sim.add_argument("sim_args", nargs=argparse.REMAINDER, help="options of `python -m simengine --help`")
@@ -118,12 +130,44 @@ def run_quick(args, argv: list[str]) -> int:
     records, _info = load.load_run(out_dir)
     print(overview.format_overview(overview.overview(records)))
     print(f"suite ran in {time.perf_counter() - started:.0f} s; records: {out_dir / 'requests.csv'}")
+    from analysis import report
+
+    for path in report.write_report(out_dir):
+        print(f"report: {path}")
     return code
 
 
 def vars_for_settings(args) -> dict:
     keys = ("runs", "sizes", "needle_sizes", "bursts", "only", "setup", "engine", "model", "read_timeout")
     return {key: getattr(args, key) for key in keys}
+
+
+def run_report(args, argv: list[str]) -> int:
+    from analysis import load, report
+
+    try:
+        paths = report.write_report(Path(args.run_dir))
+    except load.RunDirError as exc:
+        raise UsageError(str(exc)) from None
+    for path in paths:
+        print(path)
+    return 0
+
+
+def run_compare(args, argv: list[str]) -> int:
+    from analysis import load, report
+
+    labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
+    if labels and len(labels) != len(args.run_dirs):
+        raise UsageError(f"--labels names {len(labels)} setups but {len(args.run_dirs)} directories were given")
+    out_dir = headless.prepare_out_dir(args.out)
+    try:
+        paths = report.write_compare([Path(d) for d in args.run_dirs], labels, out_dir)
+    except load.RunDirError as exc:
+        raise UsageError(str(exc)) from None
+    for path in paths:
+        print(path)
+    return 0
 
 
 def run_sim(args, argv: list[str]) -> int:

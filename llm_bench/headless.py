@@ -58,7 +58,7 @@ def target_server(host: str | None, out_dir: Path, sim_options: dict | None = No
         return
     import simengine  # only needed when no server is given
 
-    config = simengine.SimConfig(truth_log=str(out_dir / "sim-truth.jsonl"), **(sim_options or {}))
+    config = simengine.SimConfig(port=0, truth_log=str(out_dir / "sim-truth.jsonl"), **(sim_options or {}))
     handle = simengine.start_process(config)
     try:
         yield handle.url

@@ -23,7 +23,7 @@ def start_sim(tmp_path):
 
     def start(**config):
         truth_log = tmp_path / f"truth-{len(handles)}.jsonl"
-        handle = simengine.start_process(simengine.SimConfig(truth_log=str(truth_log), **config))
+        handle = simengine.start_process(simengine.SimConfig(port=0, truth_log=str(truth_log), **config))
         handle.truth_log = truth_log
         handles.append(handle)
         return handle

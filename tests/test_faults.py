@@ -1,0 +1,114 @@
+"""Servers misbehave: every fault is recorded as a failed request with its exact error class, and the
+run goes on. The simulated engine injects each fault into every request (fault_rate 1)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, load_records, read_truth, run_cli
+
+# fault kind -> (error class, or "" for a request that must still succeed)
+FAULTS = {
+    "http500": "http_500",
+    "http429": "http_429",
+    "drop": "disconnect",
+    "malformed": "malformed_event",
+    "error_event": "stream_error",
+    "stall": "timeout",
+    "no_done": "no_done",
+    "non_sse": "not_sse",
+    "no_usage": "",
+    "keepalive": "",
+    "crlf": "",
+    "split": "",
+}
+SCENARIOS = ("chat", "agent", "burst")
+
+
+@pytest.mark.parametrize("kind", list(FAULTS))
+def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(start_sim, tmp_path, kind):
+    sim = start_sim(fault_rate=1.0, fault_kinds=(kind,), stall_s=5.0, decode_tps=400.0)
+    out = tmp_path / "run"
+    result = run_cli("quick", "--host", sim.url, "--only", ",".join(SCENARIOS), "--runs", "1", "--bursts", "2",
+                     "--read-timeout", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out)
+    measured = records[records["scenario"] != "warmup"]
+    assert set(measured["scenario"]) == set(SCENARIOS)
+    expected = FAULTS[kind]
+    if expected:
+        assert (~measured["ok"]).all() and set(measured["error"]) == {expected}, measured[["phase", "error"]]
+        # A failed request has no latency figures: they are missing, not 0.
+        assert measured["decode_tps"].isna().all()
+    else:
+        assert measured["ok"].all(), measured[["phase", "error", "error_detail"]]
+    if kind == "http429":
+        assert measured["error_detail"].str.contains("Retry-After").all()
+        assert len(read_truth(sim.truth_log)) == len(records)  # recorded, never retried
+    if kind == "no_usage":
+        assert (measured["usage_source"] == "counted").all() and measured["prompt_tokens"].isna().all()
+    # The summary counts the failures per phase next to the figures.
+    assert "errors" in result.stdout
+
+
+def test_prompt_longer_than_the_context_is_context_exceeded(start_sim, tmp_path):
+    sim = start_sim(ctx_len=2048)
+    out = tmp_path / "run"
+    result = run_cli("quick", "--host", sim.url, "--only", "prompt", "--sizes", "1k,4k", "--runs", "1",
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out).set_index("phase")
+    assert records.loc["prompt-1k", "ok"] and not records.loc["prompt-4k", "ok"]
+    assert records.loc["prompt-4k", "error"] == "context_exceeded" and records.loc["prompt-4k", "http_status"] == 400
+
+
+def test_server_gone_mid_run_is_connect_error_and_the_run_ends(start_sim, tmp_path):
+    sim = start_sim(decode_tps=200.0)
+    out = tmp_path / "run"
+    cli = subprocess.Popen([sys.executable, "-m", "llm_bench.cli", "run", "chat", "--host", sim.url,
+                            "--requests", "12", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    _wait_for_lines(out / "records.jsonl", 3)
+    sim.stop()
+    _stdout, stderr = cli.communicate(timeout=120)
+    assert cli.returncode == 0, stderr[-3000:]
+    records = load_records(out)
+    chat = records[records["scenario"] == "chat"]
+    assert len(chat) == 12 and chat["ok"].sum() >= 3
+    assert set(chat.loc[~chat["ok"], "error"]) <= {"connect_error", "disconnect"}
+    assert (chat["error"] == "connect_error").sum() >= 1
+
+
+def test_kill_9_keeps_every_finished_request_and_the_report_says_incomplete(start_sim, tmp_path):
+    sim = start_sim(decode_tps=100.0)
+    out = tmp_path / "run"
+    cli = subprocess.Popen([sys.executable, "-m", "llm_bench.cli", "run", "chat", "--host", sim.url,
+                            "--requests", "200", "--out", str(out)], cwd=ROOT, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_lines(out / "records.jsonl", 3)
+    os.killpg(cli.pid, signal.SIGKILL)  # the CLI and its Locust child, no goodbye
+    cli.wait(timeout=30)
+    time.sleep(0.5)
+    finished = len(read_truth(sim.truth_log))
+    records = load_records(out)
+    assert not (out / "requests.csv").exists()
+    # Every request the engine finished is in the records, except at most the one cut mid-write.
+    assert finished - 1 <= len(records) <= finished
+    result = run_cli("report", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "incomplete" in (out / "summary.md").read_text().lower()
+
+
+def _wait_for_lines(path, n: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never reached {n} lines")
