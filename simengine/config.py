@@ -1,0 +1,104 @@
+"""The simulated engine's settings: one dataclass, mirrored one-to-one by the command line.
+
+Every field `some_name` is the CLI flag `--some-name`; booleans get `--name/--no-name`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+# Faults that shape a 200 stream; the default pool for random injection.
+STREAM_FAULTS = ("drop", "malformed", "error_event", "stall", "no_done", "no_usage", "keepalive", "crlf", "split")
+# Faults that replace the whole response.
+RESPONSE_FAULTS = ("http500", "http429", "non_sse")
+FAULT_KINDS = STREAM_FAULTS + RESPONSE_FAULTS
+
+HELP = {
+    "host": "address to bind (keep 127.0.0.1)",
+    "port": "TCP port; 0 picks a free one and reports it on the ready line",
+    "model": "model id served by /v1/models",
+    "slots": "requests served at once; the rest wait FIFO",
+    "prefill_tps": "prompt tokens per second per slot (slots prefill concurrently)",
+    "decode_tps": "tokens per second of one request decoding alone",
+    "decode_slowdown": "per-request rate = decode_tps / (1 + decode_slowdown * (decoding - 1))",
+    "tokens_per_event": "tokens per content event (>1 imitates speculative decoding)",
+    "base_latency_s": "seconds added before prefill",
+    "ctx_len": "context size; prompt_tokens + max_tokens beyond it gets HTTP 400",
+    "prefix_cache": "reuse earlier prompts' whole blocks as cached tokens",
+    "cache_block_tokens": "prefix cache block size in tokens",
+    "cache_blocks": "prefix cache capacity in blocks (LRU)",
+    "truth_log": "JSONL file: one line of true timings per finished request",
+    "fault_rate": "probability of injecting a random fault into a request",
+    "fault_kinds": "comma list of kinds for random injection, from " + ",".join(FAULT_KINDS),
+    "seed": "seed of the random fault injection",
+    "answer_tokens_min": "shortest natural answer in tokens",
+    "answer_tokens_max": "longest natural answer in tokens",
+    "stall_s": "seconds the stall fault stays silent before closing",
+}
+
+
+@dataclass
+class SimConfig:
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port (the CLI defaults to 8000)
+    model: str = "sim-model"
+    slots: int = 4
+    prefill_tps: float = 40000.0
+    decode_tps: float = 120.0
+    decode_slowdown: float = 0.08
+    tokens_per_event: int = 1
+    base_latency_s: float = 0.0
+    ctx_len: int = 163840
+    prefix_cache: bool = True
+    cache_block_tokens: int = 64
+    cache_blocks: int = 65536
+    truth_log: str | None = None
+    fault_rate: float = 0.0
+    fault_kinds: str = ",".join(STREAM_FAULTS)
+    seed: int = 0
+    answer_tokens_min: int = 40
+    answer_tokens_max: int = 160
+    stall_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.fault_kinds, str):  # accept a list too
+            self.fault_kinds = ",".join(self.fault_kinds)
+        if self.slots < 1 or self.tokens_per_event < 1 or self.cache_block_tokens < 1:
+            raise ValueError("slots, tokens_per_event and cache_block_tokens must be at least 1")
+        if self.prefill_tps <= 0 or self.decode_tps <= 0:
+            raise ValueError("prefill_tps and decode_tps must be positive")
+        if not 1 <= self.answer_tokens_min <= self.answer_tokens_max:
+            raise ValueError("need 1 <= answer_tokens_min <= answer_tokens_max")
+        unknown = set(self.fault_kind_list()) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+
+    def fault_kind_list(self) -> list[str]:
+        return [kind.strip() for kind in self.fault_kinds.split(",") if kind.strip()]
+
+    def to_argv(self) -> list[str]:
+        """The CLI flags that rebuild this config in a child process."""
+        argv = []
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            flag = "--" + spec.name.replace("_", "-")
+            if isinstance(value, bool):
+                argv.append(flag if value else "--no-" + flag[2:])
+            elif value is not None:
+                argv += [flag, str(value)]
+        return argv
+
+
+def build_parser(default_port: int = 8000) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m simengine", description="llm-bench's simulated engine")
+    for spec in dataclasses.fields(SimConfig):
+        flag = "--" + spec.name.replace("_", "-")
+        default = default_port if spec.name == "port" else spec.default
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[spec.name])
+        else:
+            kind = type(default) if default is not None else str
+            parser.add_argument(flag, type=kind, default=default, help=f"{HELP[spec.name]} (default {default})")
+    return parser

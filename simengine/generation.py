@@ -1,0 +1,230 @@
+"""One completion being served: queued -> admitted (role chunk) -> prefill -> decode events -> finish.
+
+Every time in the truth log is stamped at the `transport.write` of the bytes it names, so the
+client's clock (the same CLOCK_MONOTONIC) can be held against it. A non-streamed request follows the
+same schedule but writes nothing until its body; its token times are when the events would have gone.
+"""
+
+from __future__ import annotations
+
+import time
+from time import perf_counter
+
+from simengine.answer import Answer
+from simengine.connection import Connection
+from simengine.sse import ChunkEncoder
+
+FAULT_AFTER_EVENTS = 3  # mid-stream faults strike after this many content events (or the last one)
+QUEUED, PREFILL, DECODING, STALLED, DONE = "queued", "prefill", "decoding", "stalled", "done"
+
+
+class Generation:
+    def __init__(self, engine, connection: Connection, request_id: str, answer: Answer, encoder: ChunkEncoder, *,
+                 stream: bool, include_usage: bool, continuous_usage: bool, fault: str | None,
+                 prompt_tokens: int, block_hashes: list[int], t_arrival: float, stall_s: float) -> None:
+        self.engine = engine
+        self.connection = connection
+        self.request_id = request_id
+        self.answer = answer
+        self.encoder = encoder
+        self.stream = stream
+        self.include_usage = include_usage and fault != "no_usage"
+        self.continuous_usage = continuous_usage and fault != "no_usage"
+        self.fault = fault
+        self.prompt_tokens = prompt_tokens
+        self.block_hashes = block_hashes
+        self.stall_s = stall_s
+        self.fault_at = min(FAULT_AFTER_EVENTS, len(answer.events)) - 1
+        self.state = QUEUED
+        self.t_arrival = t_arrival
+        self.t_admitted = self.t_first_byte = self.t_first_token = self.t_last_token = None
+        self.cached_tokens = 0
+        self.next_event = 0
+        self.n_events = 0
+        self.completion_tokens = 0
+        self.first_event_tokens = 0
+        self.v_due = 0.0
+        self.finish_reason: str | None = None
+        connection.on_lost = self.abandon
+
+    # -- lifecycle --
+    def admit(self) -> None:
+        engine = self.engine
+        self.state = PREFILL
+        self.t_admitted = perf_counter()
+        self.cached_tokens = engine.cached_tokens(self.block_hashes, self.prompt_tokens)
+        if self.stream:
+            headers = {"x-request-id": self.request_id, "cache-control": "no-cache"}
+            usage = self.usage() if self.continuous_usage else None
+            self.t_first_byte = self.connection.start_stream(200, "text/event-stream", headers,
+                                                             self.encoder.role(usage))
+            self._ping()
+        config = engine.config
+        prefill_s = config.base_latency_s + (self.prompt_tokens - self.cached_tokens) / config.prefill_tps
+        engine.scheduler.call_at(self.t_admitted + prefill_s, Generation._on_prefilled, self)
+
+    def _on_prefilled(self, _due: float) -> None:
+        if self.state != PREFILL:
+            return
+        self.engine.on_prefilled(self)
+        self.state = DECODING
+        self.engine.join_decode(perf_counter())
+        self.v_due = self.engine.scheduler.v_anchor
+        self._emit()
+
+    def _on_decode_due(self, v_due: float) -> None:
+        if self.state != DECODING:
+            return
+        self.v_due = v_due  # the ideal time, not the late wakeup: lateness does not accumulate
+        self._emit()
+
+    def _emit(self) -> None:
+        index = self.next_event
+        text, tokens = self.answer.events[index]
+        self.completion_tokens += tokens
+        t = self._write_event(index, text)
+        if index == 0:
+            self.t_first_token = t
+            self.first_event_tokens = tokens
+            self.engine.metrics.observe_ttft(t - self.t_arrival)
+        self.t_last_token = t
+        self.n_events += 1
+        self.next_event += 1
+        self.engine.metrics.generation_tokens += tokens
+        if index == self.fault_at and self._strike_fault():
+            return
+        if self.next_event < len(self.answer.events):
+            self.engine.scheduler.decode_at(self.v_due + self.answer.events[self.next_event][1],
+                                            Generation._on_decode_due, self)
+        else:
+            self._finish()
+
+    def _write_event(self, index: int, text: str) -> float:
+        if not self.stream:
+            return perf_counter()
+        usage = self.usage() if self.continuous_usage else None
+        if self.answer.tool_name is None:
+            payload = self.encoder.content(text, usage)
+        elif index == 0:
+            payload = self.encoder.tool_header(self.answer.tool_call_id, self.answer.tool_name, usage)
+        else:
+            payload = self.encoder.tool_arguments(text, usage)
+        t = self.connection.send_chunk(payload)
+        self._ping()
+        return t
+
+    def _ping(self) -> None:
+        if self.fault == "keepalive":
+            self.connection.send_chunk(self.encoder.ping())
+
+    # -- faults that strike mid-stream; True when the stream takes another course --
+    def _strike_fault(self) -> bool:
+        fault = self.fault
+        if fault == "drop":
+            self.connection.close()  # no chunked terminator: the client sees the body cut short
+            self._end(None)
+        elif fault == "stall":
+            self.engine.leave_decode(perf_counter())
+            self.state = STALLED
+            self.engine.scheduler.call_at(perf_counter() + self.stall_s, Generation._on_stall_end, self)
+        elif fault == "error_event" and self.stream:
+            self.connection.send_chunk(self.encoder.error("simulated engine error (fault error_event)"))
+            self.connection.send_chunk(self.encoder.done())
+            self.connection.end_stream()
+            self._end("error")
+        elif fault == "malformed" and self.stream:
+            self.connection.send_chunk(self.encoder.malformed())
+            return False
+        else:
+            return False
+        return True
+
+    def _on_stall_end(self, _due: float) -> None:
+        if self.state == STALLED:
+            self.connection.close()
+            self._end(None)
+
+    # -- the end --
+    def _finish(self) -> None:
+        reason = self.answer.finish_reason
+        if not self.stream:
+            self.t_first_byte = self.connection.send_json(200, self._body(reason),
+                                                          {"x-request-id": self.request_id})
+            self._end(reason)
+            return
+        send = self.connection.send_chunk
+        encoder = self.encoder
+        usage_chunk = self.include_usage
+        timings_on_finish = None if usage_chunk or self.fault == "no_usage" else self.timings()
+        finish_usage = self.usage() if self.continuous_usage else None
+        send(encoder.chunk({}, reason, finish_usage, timings_on_finish))
+        if usage_chunk:
+            send(encoder.usage_only(self.usage(), self.timings()))
+        if self.fault != "no_done":
+            send(encoder.done())
+        self.connection.end_stream()
+        self._end(reason)
+
+    def _body(self, reason: str) -> dict:
+        answer = self.answer
+        if self.encoder.chat:
+            message = {"role": "assistant", "content": answer.text if answer.tool_name is None else None}
+            if answer.tool_name is not None:
+                message["tool_calls"] = [{"id": answer.tool_call_id, "type": "function",
+                                          "function": {"name": answer.tool_name, "arguments": answer.text}}]
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+            kind = "chat.completion"
+        else:
+            choice = {"index": 0, "text": answer.text, "logprobs": None, "finish_reason": reason}
+            kind = "text_completion"
+        body = {**self.encoder.base, "object": kind, "choices": [choice]}
+        if self.fault != "no_usage":
+            body["usage"] = self.usage()
+            body["timings"] = self.timings()
+        return body
+
+    def _end(self, finish_reason: str | None, status: int = 200) -> None:
+        if self.state == DONE:
+            return
+        self.connection.on_lost = None
+        was_decoding = self.state == DECODING
+        self.state = DONE
+        self.finish_reason = finish_reason
+        self.engine.release(self, was_decoding, status)
+
+    def abandon(self) -> None:
+        """The client went away before the end."""
+        if self.state == QUEUED:
+            self.engine.unqueue(self)
+        self._end(None, status=499)
+
+    # -- figures --
+    def usage(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+
+    def timings(self) -> dict:
+        """llama.cpp's `timings`, with its own definitions: predicted_* spans first to last token."""
+        prompt_n = self.prompt_tokens - self.cached_tokens
+        prompt_ms = (self.t_first_token - self.t_admitted) * 1000.0
+        predicted_ms = (self.t_last_token - self.t_first_token) * 1000.0
+        return {"cache_n": self.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
+                "prompt_per_second": prompt_n / prompt_ms * 1000.0 if prompt_ms > 0 else None,
+                "predicted_n": self.completion_tokens, "predicted_ms": predicted_ms,
+                "predicted_per_second": self.completion_tokens / predicted_ms * 1000.0 if predicted_ms > 0 else None}
+
+    def truth(self, status: int) -> dict:
+        decode_s = (self.t_last_token - self.t_first_token) if self.t_first_token is not None else 0.0
+        after_first = self.completion_tokens - self.first_event_tokens
+        return {
+            "request_id": self.request_id, "fault": self.fault, "status": status,
+            "t_arrival": self.t_arrival, "t_admitted": self.t_admitted, "t_first_byte": self.t_first_byte,
+            "t_first_token": self.t_first_token, "t_last_token": self.t_last_token, "n_events": self.n_events,
+            "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
+            "completion_tokens": self.completion_tokens, "first_event_tokens": self.first_event_tokens,
+            "tokens_per_event": self.engine.config.tokens_per_event,
+            "ttft_s": self.t_first_token - self.t_arrival if self.t_first_token is not None else None,
+            "decode_tps": after_first / decode_s if decode_s > 0 and after_first > 0 else None,
+            "finish_reason": self.finish_reason, "wall_time": time.time(),
+        }

@@ -1,0 +1,191 @@
+"""HTTP routes of the sim: OpenAI-compatible completions plus vLLM/llama.cpp side endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import traceback
+
+from simengine.answer import Question, plan_answer
+from simengine.config import FAULT_KINDS, RESPONSE_FAULTS, SimConfig
+from simengine.connection import Connection, HttpRequest, Splitter, error_body
+from simengine.engine import Engine
+from simengine.generation import Generation
+from simengine.sse import ChunkEncoder
+from simengine.tokenizer import message_text, render_chat, tokenize
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+class Router:
+    def __init__(self, config: SimConfig, engine: Engine) -> None:
+        self.config = config
+        self.engine = engine
+        self.fault_rng = random.Random(config.seed)
+        self.fault_kinds = config.fault_kind_list()
+        self.id_prefix = os.urandom(3).hex()  # ids stay unique across restarts writing one log
+        self.counter = 0
+        self.routes = {
+            ("GET", "/health"): self.health,
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/metrics"): self.metrics,
+            ("POST", "/tokenize"): self.tokenize,
+            ("POST", "/v1/chat/completions"): self.chat_completions,
+            ("POST", "/v1/completions"): self.completions,
+        }
+
+    def handle(self, connection: Connection, request: HttpRequest) -> None:
+        route = self.routes.get((request.method, request.path))
+        try:
+            if route is None:
+                known = any(path == request.path for _method, path in self.routes)
+                raise RequestError(405 if known else 404, f"{request.method} {request.path} not found")
+            route(connection, request)
+        except RequestError as exc:
+            connection.send_json(exc.status, error_body(str(exc), exc.kind, exc.status))
+        except Exception:  # a sim bug: say so loudly, and leave no half-written response open
+            traceback.print_exc(file=sys.stderr)
+            connection.close()
+
+    # -- side endpoints --
+    def health(self, connection: Connection, _request: HttpRequest) -> None:
+        connection.send_json(200, {"status": "ok"})
+
+    def models(self, connection: Connection, _request: HttpRequest) -> None:
+        model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "llm-bench-sim",
+                 "max_model_len": self.config.ctx_len}
+        connection.send_json(200, {"object": "list", "data": [model]})
+
+    def metrics(self, connection: Connection, _request: HttpRequest) -> None:
+        text = self.engine.metrics.render(self.engine.running, len(self.engine.queue))
+        connection.send_body(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    def tokenize(self, connection: Connection, request: HttpRequest) -> None:
+        body = read_json(request)
+        if "content" in body:  # llama.cpp
+            connection.send_json(200, {"tokens": tokenize(str(body["content"]))})
+            return
+        if "messages" in body:  # vLLM, chat form: the same rendering as a chat request
+            text = render_chat(require_messages(body), body.get("tools"))
+        elif "prompt" in body:
+            text = prompt_text(body["prompt"])
+        else:
+            raise RequestError(400, "give `content`, `prompt` or `messages`")
+        tokens = tokenize(text)
+        connection.send_json(200, {"count": len(tokens), "max_model_len": self.config.ctx_len, "tokens": tokens})
+
+    # -- completions --
+    def chat_completions(self, connection: Connection, request: HttpRequest) -> None:
+        body = read_json(request)
+        messages = require_messages(body)
+        tools = body.get("tools") or None
+        users = [m for m in messages if m.get("role") == "user"]
+        last_user_text = message_text(users[-1].get("content")) if users else ""
+        self._complete(connection, request, body, render_chat(messages, tools), last_user_text,
+                       messages[-1].get("role", "user"), tools, chat=True)
+
+    def completions(self, connection: Connection, request: HttpRequest) -> None:
+        body = read_json(request)
+        if "prompt" not in body:
+            raise RequestError(400, "`prompt` is required")
+        text = prompt_text(body["prompt"])
+        self._complete(connection, request, body, text, text, "user", None, chat=False)
+
+    def _complete(self, connection: Connection, request: HttpRequest, body: dict, text: str, last_user_text: str,
+                  last_role: str, tools: list | None, chat: bool) -> None:
+        config = self.config
+        self.counter += 1
+        request_id = f"{'chatcmpl' if chat else 'cmpl'}-sim{self.id_prefix}{self.counter:07d}"
+        fault = self._pick_fault(request)
+        tokens = tokenize(text)
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise RequestError(400, "max_tokens must be a positive integer")
+        if len(tokens) + (max_tokens or 0) > config.ctx_len or len(tokens) >= config.ctx_len:
+            self._reject(connection, request, request_id, None, 400, error_body(
+                f"request ({len(tokens)} prompt tokens + {max_tokens or 0} max_tokens) exceeds the available "
+                f"context size ({config.ctx_len} tokens), try increasing it", "exceed_context_size_error", 400))
+            return
+        if fault in RESPONSE_FAULTS:
+            self._respond_fault(connection, request, request_id, fault)
+            return
+        question = Question(text, last_user_text, last_role, tools, max_tokens or config.ctx_len - len(tokens),
+                            bool(body.get("ignore_eos")))
+        answer = plan_answer(question, config.tokens_per_event, (config.answer_tokens_min, config.answer_tokens_max))
+        stream_options = body.get("stream_options") or {}
+        encoder = ChunkEncoder(request_id, config.model, int(time.time()), chat, crlf=fault == "crlf")
+        if fault == "split":
+            connection.splitter = Splitter(connection, self.engine.scheduler, random.Random(request_id))
+        generation = Generation(
+            self.engine, connection, request_id, answer, encoder, stream=bool(body.get("stream")),
+            include_usage=bool(stream_options.get("include_usage")),
+            continuous_usage=bool(stream_options.get("continuous_usage_stats")), fault=fault,
+            prompt_tokens=len(tokens), block_hashes=self.engine.block_hashes(tokens), t_arrival=request.t_arrival,
+            stall_s=float(request.headers.get("x-sim-stall-s") or config.stall_s))
+        self.engine.submit(generation)
+
+    def _pick_fault(self, request: HttpRequest) -> str | None:
+        asked = request.headers.get("x-sim-fault")
+        if asked:
+            if asked not in FAULT_KINDS:
+                raise RequestError(400, f"unknown X-Sim-Fault {asked!r}; known: {', '.join(FAULT_KINDS)}")
+            return asked
+        if self.config.fault_rate > 0 and self.fault_kinds and self.fault_rng.random() < self.config.fault_rate:
+            return self.fault_rng.choice(self.fault_kinds)
+        return None
+
+    def _respond_fault(self, connection: Connection, request: HttpRequest, request_id: str, fault: str) -> None:
+        if fault == "http500":
+            body = error_body("simulated internal error (fault http500)", "server_error", 500)
+            self._reject(connection, request, request_id, fault, 500, body)
+        elif fault == "http429":
+            body = error_body("simulated overload (fault http429)", "rate_limit_error", 429)
+            self._reject(connection, request, request_id, fault, 429, body, {"retry-after": "1"})
+        else:
+            html = b"<!DOCTYPE html><html><body><h1>Welcome</h1><p>Not an API.</p></body></html>"
+            t = connection.send_body(200, html, "text/html; charset=utf-8", {"x-request-id": request_id})
+            self.engine.log_rejected(rejected_truth(request_id, fault, 200, request.t_arrival, t))
+
+    def _reject(self, connection: Connection, request: HttpRequest, request_id: str, fault: str | None,
+                status: int, body: dict, headers: dict | None = None) -> None:
+        t = connection.send_json(status, body, {"x-request-id": request_id, **(headers or {})})
+        self.engine.log_rejected(rejected_truth(request_id, fault, status, request.t_arrival, t))
+
+
+def read_json(request: HttpRequest) -> dict:
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        raise RequestError(400, "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, "the body must be a JSON object")
+    return body
+
+
+def require_messages(body: dict) -> list:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise RequestError(400, "`messages` must be a non-empty list of objects")
+    return messages
+
+
+def prompt_text(prompt) -> str:
+    if isinstance(prompt, list):
+        return "".join(str(part) for part in prompt)
+    return str(prompt)
+
+
+def rejected_truth(request_id: str, fault: str | None, status: int, t_arrival: float, t_response: float) -> dict:
+    return {"request_id": request_id, "fault": fault, "status": status, "t_arrival": t_arrival, "t_admitted": None,
+            "t_first_byte": t_response, "t_first_token": None, "t_last_token": None, "n_events": 0,
+            "prompt_tokens": None, "cached_tokens": None, "completion_tokens": 0, "first_event_tokens": 0,
+            "tokens_per_event": None, "ttft_s": None, "decode_tps": None, "finish_reason": None,
+            "wall_time": time.time()}
