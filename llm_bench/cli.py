@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--users", type=_positive_int, default=1, help="concurrent users (default 1)")
     run.add_argument("--requests", type=_positive_int, default=9, help="requests in total (default 9)")
     run.add_argument("--max-tokens", type=_positive_int, default=256)
+    run.add_argument("--ignore-eos", action="store_true",
+                     help="ask for exactly --max-tokens tokens (engines that accept ignore_eos)")
     run.set_defaults(handler=run_chat)
 
     quick = commands.add_parser("quick", help="run the quick suite headless, then write its report")
@@ -108,6 +110,7 @@ def run_chat(args, argv: list[str]) -> int:
         models = headless.check_server(url, api_key, args.model)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, {"workload": "chat"})
         extra = common_locust_args(args) + ["--llm-requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
+        extra += ["--ignore-eos"] if args.ignore_eos else []
         code = headless.run_locust("chat.py", url, out_dir, args.users, extra, api_key)
     records, _info = load.load_run(out_dir)
     print(overview.format_overview(overview.overview(records)))

@@ -29,7 +29,8 @@ class ChatUser(LLMUser):
         question = chat.QUESTIONS[n % len(chat.QUESTIONS)]
         record = self.new_record("chat", "chat", round=n // len(chat.QUESTIONS) + 1,
                                  concurrency=self.environment.runner.user_count)
-        self.stream_chat(record, chat.messages(question), self.environment.parsed_options.max_tokens)
+        opts = self.environment.parsed_options
+        self.stream_chat(record, chat.messages(question), opts.max_tokens, ignore_eos=opts.ignore_eos)
         if limit and next(_finished) == limit:
             # The last answer is in: end the run (from another greenlet: quitting kills this one).
             gevent.spawn(self.environment.runner.quit)

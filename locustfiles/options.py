@@ -25,6 +25,8 @@ def add_options(parser) -> None:
     group.add_argument("--llm-requests", type=int, default=0, include_in_web_ui=True,
                        help="chat.py: stop after this many requests in total (0: run until stopped)")
     group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True, help="chat.py: max_tokens per answer")
+    group.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
+                       help="chat.py: ask for exactly --max-tokens tokens (where the engine accepts ignore_eos)")
     suite = parser
     suite.add_argument("--runs", type=int, default=3, include_in_web_ui=True, help="Runs per test (bursts: rounds)")
     suite.add_argument("--sizes", default="4k,16k,32k", include_in_web_ui=True, help="Fresh prompt sizes in tokens")

@@ -47,3 +47,12 @@ def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subpro
 def load_records(out_dir: Path) -> pd.DataFrame:
     records, _info = load_run(out_dir)
     return records
+
+
+from engines.fixtures import (  # noqa: E402,F401 - real engines, started once per session
+    engine_cache_dir,
+    llamacpp_server,
+    smollm2_server,
+    vllm_ngram_server,
+    vllm_server,
+)
