@@ -1,0 +1,55 @@
+"""Which records a figure is made of, and the order phases are shown in.
+
+Warm-ups (scenario ``warmup``) never count. Failed requests (``ok`` false or missing) are
+counted, never measured.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+SCENARIO_ORDER = ("chat", "prompt", "agent", "burst", "needle")  # the suite's own order
+
+
+def measured(records: pd.DataFrame) -> pd.DataFrame:
+    """Requests that count: not warm-ups."""
+    return records[records["scenario"] != "warmup"]
+
+
+def succeeded(records: pd.DataFrame) -> pd.DataFrame:
+    return records[records["ok"].fillna(False).astype(bool)]
+
+
+def failed(records: pd.DataFrame) -> pd.DataFrame:
+    return records[~records["ok"].fillna(False).astype(bool)]
+
+
+def of_scenario(records: pd.DataFrame, scenario: str) -> pd.DataFrame:
+    return records[records["scenario"] == scenario]
+
+
+def has_flag(records: pd.DataFrame, flag: str) -> pd.Series:
+    """Flags are ';'-joined in one cell; a flag is present when it is one of the parts."""
+    return records["flags"].fillna("").astype(str).str.split(";").map(lambda parts: flag in parts)
+
+
+def flags_seen(records: pd.DataFrame) -> list[str]:
+    parts = records["flags"].fillna("").astype(str).str.split(";").explode()
+    return sorted(p for p in parts.unique() if p)
+
+
+def phase_order(records: pd.DataFrame) -> list[str]:
+    """Suite order: scenario, then prompt size or concurrency ascending, then first appearance."""
+    firsts = records.reset_index(drop=True).reset_index().groupby("phase", sort=False).agg(
+        scenario=("scenario", "first"), size=("prompt_size", "min"), concurrency=("concurrency", "min"),
+        first=("index", "min"))
+    rank = firsts["scenario"].map(lambda s: SCENARIO_ORDER.index(s) if s in SCENARIO_ORDER else len(SCENARIO_ORDER))
+    keyed = firsts.assign(rank=rank, size=firsts["size"].astype("Float64").fillna(0),
+                          concurrency=firsts["concurrency"].astype("Float64").fillna(0))
+    return list(keyed.sort_values(["rank", "size", "concurrency", "first"]).index)
+
+
+def in_phase_order(records: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted by phase_order (stable within a phase)."""
+    order = {phase: i for i, phase in enumerate(phase_order(records))}
+    return records.iloc[records["phase"].map(order).argsort(kind="stable")]
