@@ -1,0 +1,192 @@
+"""Agreement between the client's figures and the engine's own clock and counters.
+
+Two sources on the engine side:
+
+- per request, llama.cpp's ``timings`` (``engine_predicted_n``, ``engine_predicted_ms``,
+  ``engine_prompt_ms``) kept in the records: ``engine_clock`` sets the client's decode rate
+  beside the engine's and the client's first token beside the engine's prompt time;
+- per phase, the engine's Prometheus counters read before and after each phase
+  (``DIR/metrics.jsonl``, see ``load.load_metrics``): ``metrics_agreement``.
+
+The engine's decode rate convention is a parameter, not a guess: what exactly llama.cpp's
+``predicted_ms`` spans decides which client rate is like-for-like with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from analysis.records import measured, succeeded
+from analysis.spread import long_frame, long_rows, single, spread
+
+Rate = Callable[[pd.DataFrame], pd.Series]
+
+ENGINE_CLOCK_COLUMNS = ["phase", "round", "turn", "client_host", "request_id", "client_decode_tps",
+                        "engine_decode_tps", "decode_diff_pct", "ttft_s", "engine_prompt_s", "ttft_diff_ms",
+                        "ttft_diff_pct"]
+ENGINE_CLOCK_METRICS = ("client_decode_tps", "engine_decode_tps", "decode_diff_pct", "ttft_diff_ms",
+                        "ttft_diff_pct")
+METRICS_COLUMNS = ["phase", "window_s", "client_requests", "warmup_requests_in_window",
+                   "records_outside_window", "engine_ttft_mean_s", "client_ttft_mean_s", "engine_prompt_tokens",
+                   "client_prompt_tokens", "engine_generation_tokens", "client_completion_tokens"]
+VLLM_SERIES = {"ttft_histogram": "vllm:time_to_first_token_seconds",
+               "prompt_tokens_total": "vllm:prompt_tokens_total",
+               "generation_tokens_total": "vllm:generation_tokens_total"}
+
+
+def _number(records: pd.DataFrame, column: str) -> pd.Series:
+    return pd.to_numeric(records[column], errors="coerce").astype(float)
+
+
+def _ratio(numerator: pd.Series, denominator: pd.Series) -> pd.Series:
+    """numerator / denominator, missing where the denominator is not positive (never inf, never 0)."""
+    return (numerator / denominator.where(denominator > 0)).astype(float)
+
+
+def predicted_per_second(records: pd.DataFrame) -> pd.Series:
+    """DEFAULT engine convention: the engine's own rate, engine_predicted_n / (engine_predicted_ms / 1000),
+    i.e. llama.cpp's ``timings.predicted_per_second``, taken as it reports it."""
+    return _ratio(_number(records, "engine_predicted_n"), _number(records, "engine_predicted_ms") / 1000)
+
+
+def client_decode_rate(records: pd.DataFrame) -> pd.Series:
+    """DEFAULT client side: (completion_tokens - first_event_tokens) / decode_s, the tokens after the
+    first content event over the time from the first content event to the last (the record's decode_tps)."""
+    after_first = _number(records, "completion_tokens") - _number(records, "first_event_tokens")
+    return _ratio(after_first, _number(records, "decode_s"))
+
+
+def engine_clock(records: pd.DataFrame, engine_rate: Rate = predicted_per_second,
+                 client_rate: Rate = client_decode_rate) -> pd.DataFrame:
+    """Per successful measured request that carries engine timings, the client's figure beside the engine's.
+
+    ``engine_rate(records) -> Series`` is the engine's decode tok/s under its convention and
+    ``client_rate(records) -> Series`` the client rate that is like-for-like with it; defaults:
+    ``predicted_per_second`` and ``client_decode_rate``. Columns:
+
+    - decode_diff_pct = (client_decode_tps - engine_decode_tps) / engine_decode_tps * 100
+    - engine_prompt_s = engine_prompt_ms / 1000
+    - ttft_diff_ms = (ttft_s - engine_prompt_s) * 1000; ttft_diff_pct = that / engine_prompt_s * 100.
+      The client's first token also holds the network, queueing and the first decode step, so a
+      positive difference is expected.
+    """
+    ok = succeeded(measured(records))
+    timed = ok[ok[["engine_predicted_ms", "engine_prompt_ms"]].notna().any(axis=1)]
+    client, engine = client_rate(timed), engine_rate(timed)
+    ttft, prompt_s = _number(timed, "ttft_s"), _number(timed, "engine_prompt_ms") / 1000
+    frame = timed[["phase", "round", "turn", "client_host", "request_id"]].assign(
+        client_decode_tps=client, engine_decode_tps=engine,
+        decode_diff_pct=_ratio(client - engine, engine) * 100,
+        ttft_s=ttft, engine_prompt_s=prompt_s, ttft_diff_ms=(ttft - prompt_s) * 1000,
+        ttft_diff_pct=_ratio(ttft - prompt_s, prompt_s) * 100)
+    return frame[ENGINE_CLOCK_COLUMNS].reset_index(drop=True)
+
+
+def engine_clock_table(per_request: pd.DataFrame) -> pd.DataFrame:
+    """engine_clock per phase: median, min and max over its requests (not over runs), n = requests."""
+    rows = []
+    for phase, group in per_request.groupby("phase", sort=False):
+        rows += long_rows("engine_clock", phase, {m: spread(group[m]) for m in ENGINE_CLOCK_METRICS})
+    return long_frame(rows)
+
+
+def series_names(metrics: pd.DataFrame, names: dict | None = None) -> dict:
+    """The series to compare: the engine profile's ``metrics`` names when given (keys
+    ttft_histogram, prompt_tokens_total, generation_tokens_total), else recognised in the file:
+    a ``*time_to_first_token_seconds_sum`` with its ``_count``, a ``*prompt_tokens*`` counter
+    (not a cached one) and a ``*generation_tokens*`` or ``*tokens_predicted*`` counter."""
+    if names:
+        return {key: names.get(key, "") for key in VLLM_SERIES}
+    present = list(dict.fromkeys(metrics["series"]))
+
+    def first(test) -> str:
+        return next((s for s in present if test(s)), "")
+
+    ttft_sum = first(lambda s: s.endswith("time_to_first_token_seconds_sum"))
+    return {"ttft_histogram": ttft_sum.removesuffix("_sum"),
+            "prompt_tokens_total": first(lambda s: "prompt_tokens" in s and "cache" not in s),
+            "generation_tokens_total": first(lambda s: "generation_tokens" in s or "tokens_predicted" in s)}
+
+
+def counter_deltas(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per phase: t_before, t_after and each series' after - before (missing when either is)."""
+    readings = metrics.pivot_table(index=["phase", "when"], columns="series", values="value", aggfunc="last")
+    times = metrics.groupby(["phase", "when"])["t"].last().unstack("when")
+    phases = list(dict.fromkeys(metrics["phase"]))
+    deltas = pd.DataFrame(index=pd.Index(phases, name="phase"))
+    deltas["t_before"] = times.get("before", pd.Series(dtype=float)).reindex(phases)
+    deltas["t_after"] = times.get("after", pd.Series(dtype=float)).reindex(phases)
+    for series in readings.columns:
+        after = _reading(readings, "after", series).reindex(phases)
+        before = _reading(readings, "before", series).reindex(phases)
+        deltas[series] = after - before
+    return deltas
+
+
+def _reading(readings: pd.DataFrame, when: str, series: str) -> pd.Series:
+    if when not in readings.index.get_level_values("when"):
+        return pd.Series(dtype=float)
+    return readings.xs(when, level="when")[series]
+
+
+def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict | None = None) -> pd.DataFrame:
+    """Per phase with counters read before and after it: the engine's figures beside the client's.
+
+    - engine_ttft_mean_s = Δ ttft_histogram_sum / Δ ttft_histogram_count over the phase's window
+      (the time between the before and the after reading); engine_prompt_tokens and
+      engine_generation_tokens are the counters' deltas.
+    - The client side holds the phase's successful records AND the successful warm-ups sent
+      inside the window: the engine counted those too. A warm-up (phase ``warmup-<scenario>``) is
+      inside when t_before <= t_send + clock_offset_s <= t_after (clock_offset_s taken as 0 when
+      unknown). The readings' ``t`` is the coordinator's clock; records of another machine without
+      a clock offset cannot be placed, which shows as records_outside_window > 0 (the phase's own
+      records that fall outside its window): then the warm-up count is not to be trusted.
+    - client_ttft_mean_s = mean ttft_s of those records; client_prompt_tokens and
+      client_completion_tokens their sums (missing when no record has the count).
+    """
+    if metrics.empty:
+        return pd.DataFrame(columns=METRICS_COLUMNS)
+    names = series_names(metrics, names)
+    deltas = counter_deltas(metrics)
+    ok = succeeded(records)
+    start = _number(ok, "t_send") + _number(ok, "clock_offset_s").fillna(0)
+    rows = []
+    for phase, window in deltas.iterrows():
+        inside = start.between(window["t_before"], window["t_after"])
+        own = ok["phase"] == phase
+        warmups = (ok["scenario"] == "warmup") & inside
+        counted = ok[own | warmups]
+        rows.append({"phase": phase, "window_s": window["t_after"] - window["t_before"],
+                     "client_requests": len(counted), "warmup_requests_in_window": int(warmups.sum()),
+                     "records_outside_window": int((own & ~inside).sum()),
+                     **_engine_side(window, names), **_client_side(counted)})
+    return pd.DataFrame(rows, columns=METRICS_COLUMNS)
+
+
+def _engine_side(window: pd.Series, names: dict) -> dict:
+    def delta(series: str) -> float:
+        return float(window[series]) if series and series in window.index else float("nan")
+
+    ttft = names["ttft_histogram"]
+    ttft_sum, ttft_count = delta(f"{ttft}_sum" if ttft else ""), delta(f"{ttft}_count" if ttft else "")
+    return {"engine_ttft_mean_s": ttft_sum / ttft_count if ttft_count > 0 else float("nan"),
+            "engine_prompt_tokens": delta(names["prompt_tokens_total"]),
+            "engine_generation_tokens": delta(names["generation_tokens_total"])}
+
+
+def _client_side(counted: pd.DataFrame) -> dict:
+    return {"client_ttft_mean_s": _number(counted, "ttft_s").mean(),
+            "client_prompt_tokens": _number(counted, "prompt_tokens").sum(min_count=1),
+            "client_completion_tokens": _number(counted, "completion_tokens").sum(min_count=1)}
+
+
+def metrics_table(agreement: pd.DataFrame) -> pd.DataFrame:
+    """metrics_agreement in long form: one value per phase and figure, n = client_requests."""
+    figures = [c for c in METRICS_COLUMNS if c not in ("phase", "client_requests")]
+    rows = []
+    for row in agreement.to_dict("records"):
+        rows += long_rows("engine_metrics", row["phase"], {m: single(row[m], row["client_requests"])
+                                                             for m in figures})
+    return long_frame(rows)
