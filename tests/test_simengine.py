@@ -1,0 +1,407 @@
+"""The simulated engine on its own, through raw HTTP (stdlib client only: no llm-bench code).
+
+It is the suite's ground truth, so its shapes are checked here byte-wise: stream layout, usage,
+tool calls, faults, the truth log. No assertion is about speed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+import simengine
+from simengine.tokenizer import tokenize
+
+pytestmark = pytest.mark.timeout(60)
+
+FAST = dict(decode_tps=2000.0, answer_tokens_min=8, answer_tokens_max=20)
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                                    "metric": {"type": "boolean"}},
+                   "required": ["city", "days", "metric"]}}},
+    {"type": "function", "function": {"name": "search", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
+    handle = simengine.start_process(simengine.SimConfig(truth_log=str(truth), **FAST))
+    handle.truth_log = truth
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def own_sim(tmp_path):
+    handles = []
+
+    def start(**config):
+        truth = tmp_path / f"truth-{len(handles)}.jsonl"
+        handle = simengine.start_process(simengine.SimConfig(truth_log=str(truth), **{**FAST, **config}))
+        handle.truth_log = truth
+        handles.append(handle)
+        return handle
+
+    yield start
+    for handle in handles:
+        handle.stop()
+
+
+# -- a tiny client --
+def request(url: str, method: str, path: str, body=None, headers: dict | None = None, timeout: float = 10):
+    """(status, headers, body bytes, complete): complete is False when the body was cut short."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    data = json.dumps(body).encode() if body is not None else None
+    connection.request(method, path, data, {"content-type": "application/json", **(headers or {})})
+    response = connection.getresponse()
+    try:
+        raw, complete = response.read(), True
+    except http.client.IncompleteRead as exc:
+        raw, complete = exc.partial, False
+    connection.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, raw, complete
+
+
+def events(raw: bytes) -> list[str]:
+    """SSE data payloads in order (comments skipped), for \\n or \\r\\n line endings."""
+    text = raw.decode().replace("\r\n", "\n")
+    out = []
+    for block in text.split("\n\n"):
+        for line in block.split("\n"):
+            if line.startswith("data: "):
+                out.append(line[6:])
+    return out
+
+
+def chat(url: str, content="Tell me about rivers.", headers=None, **extra):
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": content}], "stream": True, **extra}
+    return request(url, "POST", "/v1/chat/completions", body, headers)
+
+
+def parsed(raw: bytes) -> list[dict]:
+    return [json.loads(e) for e in events(raw) if e != "[DONE]"]
+
+
+def contents(chunks: list[dict]) -> list[str]:
+    return [c["choices"][0]["delta"]["content"] for c in chunks
+            if c["choices"] and c["choices"][0]["delta"].get("content")]
+
+
+def truth_rows(handle) -> dict:
+    rows = [json.loads(line) for line in Path(handle.truth_log).read_text().splitlines() if line.strip()]
+    return {row["request_id"]: row for row in rows}
+
+
+# -- endpoints --
+def test_health_models_metrics_and_404(sim):
+    assert json.loads(request(sim.url, "GET", "/health")[2]) == {"status": "ok"}
+    models = json.loads(request(sim.url, "GET", "/v1/models")[2])
+    assert models["object"] == "list"
+    assert models["data"][0] == {"id": "sim-model", "object": "model", "created": 0, "owned_by": "llm-bench-sim",
+                                 "max_model_len": 163840}
+    chat(sim.url)
+    status, headers, raw, _ = request(sim.url, "GET", "/metrics")
+    text = raw.decode()
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    for name in ("vllm:time_to_first_token_seconds_bucket", "vllm:time_to_first_token_seconds_sum",
+                 "vllm:time_to_first_token_seconds_count", "vllm:prompt_tokens_total",
+                 "vllm:generation_tokens_total", "vllm:prompt_tokens_cached_total", "vllm:num_requests_running",
+                 "vllm:num_requests_waiting"):
+        assert f'{name}{{model_name="sim-model"' in text
+    status, _, raw, _ = request(sim.url, "GET", "/nowhere")
+    assert status == 404 and "error" in json.loads(raw)
+
+
+def test_stream_starts_with_role_chunk_and_ends_with_usage_then_done(sim):
+    status, headers, raw, complete = chat(sim.url, stream_options={"include_usage": True})
+    assert status == 200 and complete
+    assert headers["content-type"] == "text/event-stream" and headers["transfer-encoding"] == "chunked"
+    payloads = events(raw)
+    assert payloads[-1] == "[DONE]"
+    chunks = parsed(raw)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert {c["id"] for c in chunks} == {headers["x-request-id"]}
+    finish, usage_chunk = chunks[-2], chunks[-1]
+    assert finish["choices"][0]["finish_reason"] == "stop"
+    assert usage_chunk["choices"] == []
+    usage = usage_chunk["usage"]
+    assert usage["completion_tokens"] == len(contents(chunks)) and 8 <= usage["completion_tokens"] <= 20
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert set(usage["prompt_tokens_details"]) == {"cached_tokens"}
+    assert set(usage_chunk["timings"]) == {"cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n",
+                                           "predicted_ms", "predicted_per_second"}
+    # The role chunk went out before the first token, as the truth log says.
+    row = truth_rows(sim)[headers["x-request-id"]]
+    assert row["t_arrival"] <= row["t_admitted"] <= row["t_first_byte"] <= row["t_first_token"] <= row["t_last_token"]
+
+
+def test_tokens_per_event_with_continuous_usage(own_sim):
+    handle = own_sim(tokens_per_event=3)
+    status, headers, raw, _ = chat(handle.url, stream_options={"include_usage": True,
+                                                               "continuous_usage_stats": True})
+    chunks = parsed(raw)
+    assert all("usage" in c for c in chunks)
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(counts) and counts[0] == 0
+    steps = [b - a for a, b in zip(counts, counts[1:]) if b != a]
+    assert steps[:-1] == [3] * (len(steps) - 1) and 1 <= steps[-1] <= 3
+    row = truth_rows(handle)[headers["x-request-id"]]
+    assert row["first_event_tokens"] == 3 and row["tokens_per_event"] == 3
+    assert row["n_events"] == len(contents(chunks)) == -(-row["completion_tokens"] // 3)
+
+
+def test_ignore_eos_gives_exactly_max_tokens(sim):
+    _, _, raw, _ = chat(sim.url, max_tokens=57, ignore_eos=True, stream_options={"include_usage": True})
+    chunks = parsed(raw)
+    assert chunks[-1]["usage"]["completion_tokens"] == 57 == len(contents(chunks))
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    _, _, raw, _ = chat(sim.url, max_tokens=3, stream_options={"include_usage": True})
+    assert parsed(raw)[-1]["usage"]["completion_tokens"] == 3
+
+
+def test_completions_endpoint_and_non_streamed_bodies(sim):
+    body = {"model": "sim-model", "prompt": "Once upon a time", "stream": True, "max_tokens": 5,
+            "stream_options": {"include_usage": True}}
+    _, _, raw, _ = request(sim.url, "POST", "/v1/completions", body)
+    chunks = parsed(raw)
+    assert chunks[0]["object"] == "text_completion" and chunks[0]["choices"][0]["text"] == ""
+    assert len([c for c in chunks if c["choices"] and c["choices"][0]["text"]]) == 5
+    status, _, raw, _ = request(sim.url, "POST", "/v1/completions", {**body, "stream": False})
+    whole = json.loads(raw)
+    assert status == 200 and whole["choices"][0]["finish_reason"] == "length"
+    assert whole["usage"]["completion_tokens"] == 5 and len(tokenize(whole["choices"][0]["text"])) == 5
+    status, _, raw, _ = chat(sim.url, stream=False)
+    whole = json.loads(raw)
+    assert whole["object"] == "chat.completion" and whole["choices"][0]["message"]["content"]
+    assert whole["usage"]["completion_tokens"] == len(tokenize(whole["choices"][0]["message"]["content"]))
+
+
+def test_prefix_cache_hits_a_repeated_prompt_only(sim):
+    shared = "The same long document. " * 200
+    usage = lambda text: parsed(chat(sim.url, text, stream_options={"include_usage": True})[2])[-1]["usage"]  # noqa: E731
+    first = usage(f"run {time.time_ns()}\n" + shared)
+    assert first["prompt_tokens_details"]["cached_tokens"] == 0
+    again_text = f"again {time.time_ns()}\n" + shared
+    usage(again_text)
+    repeat = usage(again_text)
+    assert repeat["prompt_tokens_details"]["cached_tokens"] >= 64 * 10
+    assert repeat["prompt_tokens_details"]["cached_tokens"] % 64 == 0
+    fresh = usage(f"fresh first line {time.time_ns()}\n" + shared)
+    assert fresh["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def test_too_long_prompt_is_rejected_like_llama_cpp(own_sim):
+    handle = own_sim(ctx_len=100)
+    status, _, raw, _ = chat(handle.url, "word " * 120)
+    error = json.loads(raw)["error"]
+    assert status == 400 and error["type"] == "exceed_context_size_error" and error["code"] == 400
+    assert "exceeds the available context size" in error["message"]
+    status, _, _, _ = chat(handle.url, "short", max_tokens=200)
+    assert status == 400
+
+
+def test_needle_is_found(sim):
+    haystack = "Filler sentence about nothing. " * 300
+    prompt = haystack + "Remember: the code word is blue-falcon_42. " + haystack + "\nWhat is the code word?"
+    _, _, raw, _ = chat(sim.url, prompt)
+    chunks = parsed(raw)
+    assert "".join(contents(chunks)) == "The code word is blue-falcon_42."
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_tool_call_is_streamed_with_valid_arguments(sim):
+    status, _, raw, _ = chat(sim.url, "What is the weather in Paris? Use get_weather.", tools=TOOLS)
+    chunks = parsed(raw)
+    deltas = [c["choices"][0]["delta"].get("tool_calls") for c in chunks if c["choices"]]
+    deltas = [d for d in deltas if d]
+    header = deltas[0][0]
+    assert header["function"] == {"name": "get_weather", "arguments": ""} and header["type"] == "function"
+    assert header["id"] and header["index"] == 0
+    fragments = [d[0]["function"]["arguments"] for d in deltas[1:]]
+    assert len(fragments) > 3
+    arguments = json.loads("".join(fragments))
+    assert isinstance(arguments["city"], str) and isinstance(arguments["days"], int)
+    assert isinstance(arguments["metric"], bool)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    # After the tool's answer, the model talks.
+    messages = [{"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": header["id"], "type": "function",
+                                                                       "function": {"name": "get_weather",
+                                                                                    "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": header["id"], "content": "sunny"}]
+    body = {"model": "sim-model", "messages": messages, "tools": TOOLS, "stream": True}
+    chunks = parsed(request(sim.url, "POST", "/v1/chat/completions", body)[2])
+    assert contents(chunks) and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_tokenize_counts_equal_prompt_tokens(sim):
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi, what's 2+2?"}]
+    counted = json.loads(request(sim.url, "POST", "/tokenize", {"messages": messages, "tools": TOOLS})[2])
+    body = {"model": "sim-model", "messages": messages, "tools": TOOLS, "stream": True,
+            "stream_options": {"include_usage": True}}
+    usage = parsed(request(sim.url, "POST", "/v1/chat/completions", body)[2])[-1]["usage"]
+    assert counted["count"] == usage["prompt_tokens"] == len(counted["tokens"])
+    assert counted["max_model_len"] == 163840
+    llama = json.loads(request(sim.url, "POST", "/tokenize", {"content": "Hello, world!"})[2])
+    assert set(llama) == {"tokens"} and len(llama["tokens"]) == 4
+    vllm = json.loads(request(sim.url, "POST", "/tokenize", {"prompt": "Hello, world!"})[2])
+    assert vllm["count"] == 4 and vllm["tokens"] == llama["tokens"]
+
+
+# -- faults --
+def fault(url: str, kind: str, **headers):
+    return chat(url, headers={"X-Sim-Fault": kind, **headers}, max_tokens=12,
+                stream_options={"include_usage": True})
+
+
+def test_http_faults(sim):
+    status, _, raw, _ = fault(sim.url, "http500")
+    assert status == 500 and json.loads(raw)["error"]["code"] == 500
+    status, headers, _, _ = fault(sim.url, "http429")
+    assert status == 429 and headers["retry-after"] == "1"
+    status, headers, raw, _ = fault(sim.url, "non_sse")
+    assert status == 200 and headers["content-type"].startswith("text/html") and raw.startswith(b"<!DOCTYPE")
+
+
+def test_drop_cuts_the_stream(sim):
+    _, _, raw, complete = fault(sim.url, "drop")
+    assert not complete and len(contents(parsed(raw))) == 3 and b"[DONE]" not in raw
+
+
+def test_malformed_event_mid_stream(sim):
+    payloads = events(fault(sim.url, "malformed")[2])
+    bad = [p for p in payloads if p != "[DONE]" and not _is_json(p)]
+    assert len(bad) == 1 and payloads[-1] == "[DONE]"
+
+
+def test_error_event_in_a_200_stream(sim):
+    status, _, raw, complete = fault(sim.url, "error_event")
+    payloads = events(raw)
+    assert status == 200 and complete and payloads[-1] == "[DONE]"
+    assert json.loads(payloads[-2])["error"]["type"] == "server_error"
+
+
+def test_stall_goes_silent_then_closes(sim):
+    started = time.monotonic()
+    _, _, raw, complete = fault(sim.url, "stall", **{"X-Sim-Stall-S": "0.5"})
+    assert not complete and len(contents(parsed(raw))) == 3 and time.monotonic() - started >= 0.5
+
+
+def test_no_done_and_no_usage(sim):
+    _, _, raw, complete = fault(sim.url, "no_done")
+    assert complete and events(raw)[-1] != "[DONE]" and "usage" in parsed(raw)[-1]
+    _, _, raw, _ = fault(sim.url, "no_usage")
+    chunks = parsed(raw)
+    assert not any("usage" in c or "timings" in c for c in chunks) and events(raw)[-1] == "[DONE]"
+
+
+def test_keepalive_crlf_and_split_keep_the_content(sim):
+    _, _, reference, _ = chat(sim.url, max_tokens=12)
+    expected = contents(parsed(reference))
+    _, _, raw, _ = fault(sim.url, "keepalive")
+    assert raw.count(b": ping\n\n") > 10 and contents(parsed(raw)) == expected
+    _, _, raw, _ = fault(sim.url, "crlf")
+    assert b"\r\n\r\n" in raw and b"}\n\n" not in raw and contents(parsed(raw)) == expected
+    _, _, raw, complete = fault(sim.url, "split")
+    assert complete and contents(parsed(raw)) == expected
+
+
+def test_split_fragments_arrive_separately(sim):
+    """Read raw socket bytes: a split stream arrives in many more reads than it has events."""
+    parts = urlsplit(sim.url)
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+                       "max_tokens": 12}).encode()
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Sim-Fault: split\r\nConnection: close\r\n"
+                     b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+        reads = []
+        while chunk := sock.recv(65536):
+            reads.append(chunk)
+    assert len(reads) > 16 and b"".join(reads).endswith(b"0\r\n\r\n")
+
+
+def test_unknown_fault_kind_is_refused(sim):
+    assert fault(sim.url, "gremlins")[0] == 400
+
+
+def test_random_faults_follow_the_rate(own_sim):
+    handle = own_sim(fault_rate=1.0, fault_kinds="http500,no_done", seed=7)
+    statuses = {chat(handle.url)[0] for _ in range(12)}
+    assert statuses == {200, 500}
+    assert {row["fault"] for row in truth_rows(handle).values()} == {"http500", "no_done"}
+
+
+# -- queueing and the truth log --
+def test_slots_queue_fifo_and_truth_is_logged(own_sim):
+    handle = own_sim(slots=1, decode_tps=400.0)
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda i: chat(handle.url, f"question {i}"), range(3)))
+    ids = [headers["x-request-id"] for _status, headers, _raw, _complete in results]
+    rows = truth_rows(handle)
+    assert set(ids) <= set(rows)
+    served = sorted((rows[i] for i in ids), key=lambda r: r["t_admitted"])
+    for earlier, later in zip(served, served[1:]):  # one slot: each waits for the one before
+        assert later["t_admitted"] >= earlier["t_last_token"]
+    for row in served:
+        assert row["status"] == 200 and row["finish_reason"] == "stop" and row["fault"] is None
+        assert row["ttft_s"] == pytest.approx(row["t_first_token"] - row["t_arrival"])
+        expected_tps = (row["completion_tokens"] - row["first_event_tokens"]) / (row["t_last_token"] - row["t_first_token"])
+        assert row["decode_tps"] == pytest.approx(expected_tps)
+        assert row["n_events"] == row["completion_tokens"]
+
+
+def test_cli_help_lists_every_config_field():
+    out = subprocess.run([sys.executable, "-m", "simengine", "--help"], capture_output=True, text=True, timeout=30)
+    for name in simengine.SimConfig.__dataclass_fields__:
+        assert "--" + name.replace("_", "-") in out.stdout
+
+
+def test_sim_exits_when_its_parent_dies(tmp_path):
+    script = textwrap.dedent("""
+        import simengine, sys
+        handle = simengine.start_process(simengine.SimConfig())
+        print(handle.popen.pid, flush=True)
+        sys.stdin.read()
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child_pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(child_pid):
+        time.sleep(0.1)
+    assert not _alive(child_pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by init) counts as gone.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
