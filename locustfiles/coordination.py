@@ -17,7 +17,7 @@ import gevent
 from locust import LoadTestShape, task
 from locust.runners import MasterRunner
 
-from bench_tasks import chat, metrics
+from bench_tasks import metrics
 from bench_tasks.records_file import LOST_WORKERS_JSONL, METRICS_JSONL, JsonlWriter
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS, Coordinator, Job, SuiteOptions, plan
@@ -125,12 +125,6 @@ class SuiteUser(LLMUser):
         self._wait_s = 0.0
         self._pending: Job | None = None
         self.user_id = messaging.user_id(self)
-        self.warm_up()
-
-    def warm_up(self) -> None:
-        """One short request, not counted: opens the connection and wakes the server."""
-        record = self.new_record("warmup", f"warmup-{self.scenario}")
-        self.stream_chat(record, chat.messages("Say hello."), 8)
 
     @task
     def work(self) -> None:

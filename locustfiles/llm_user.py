@@ -69,6 +69,7 @@ def _resolve(environment) -> Target:
 
 class LLMUser(FastHttpUser):
     abstract = True
+    scenario = "chat"
     connection_timeout = 10.0
     max_retries = 0
 
@@ -79,6 +80,13 @@ class LLMUser(FastHttpUser):
             self.environment.runner.quit() if self.environment.runner else None
             raise StopUser(str(exc)) from exc
         self.client.client.network_timeout = self.environment.parsed_options.read_timeout
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """One short request, never counted: it opens the connection (a first request would also
+        time the TCP connect and the resolver) and wakes the server."""
+        record = self.new_record("warmup", f"warmup-{self.scenario}")
+        self.stream_chat(record, [{"role": "user", "content": "Say hello."}], 8)
 
     # -- building blocks for workloads --
     def new_record(self, scenario: str, phase: str, **labels) -> Record:
@@ -117,8 +125,9 @@ class LLMUser(FastHttpUser):
         t_send = time.perf_counter()
         with self.client.request("POST", path, data=payload, headers=headers, name=record.phase,
                                  stream=True, catch_response=True) as resp:
-            recorder = Recorder(t_send)
-            recorder.headers(time.perf_counter())
+            t_headers = time.perf_counter()
+            recorder = Recorder(transport.sent_at(resp) or t_send)
+            recorder.headers(t_headers)
             _read(resp, recorder, record)
             recorder.end(time.perf_counter())
             transport.discard(resp) if recorder.error else transport.drain(resp)

@@ -22,7 +22,7 @@ def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_even
     measured = records[records["scenario"] == "chat"]
     assert len(measured) == 2 * users and measured["ok"].all()
     truth = read_truth(sim.truth_log).set_index("request_id")
-    joined = measured.set_index("request_id").join(truth, rsuffix="_true", how="inner")
+    joined = measured.set_index("request_id").join(truth.add_suffix("_true"), how="inner")
     assert len(joined) == len(measured)  # every request found in the engine's log
 
     ttft_error_s = (joined["ttft_s"].astype(float) - joined["ttft_s_true"].astype(float)).abs()
