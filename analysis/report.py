@@ -1,0 +1,91 @@
+"""The analysis' only writer: a run's report, and the comparison of several setups.
+
+    write_report(run_dir)              -> DIR/summary.md, summary.csv, report.html, the charts
+                                          (total_tps.png, ttft_by_prompt.png, token_latency.png)
+                                          and engine_clock.csv when the engine sent timings
+    write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.png, compare.html
+
+Both print nothing and return the paths they wrote. A chart with nothing to draw is not written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import agreement, charts, document, load, study, summary
+
+SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
+COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
+
+
+def write_report(run_dir) -> list[Path]:
+    run_dir = Path(run_dir)
+    records, problems = load.load_runs([run_dir])
+    metrics, metric_problems = load.load_metrics(run_dir)
+    facts = summary.facts(records, load.load_settings(run_dir))
+    long = summary.summary(records, metrics, setup=facts["setup"])
+    pictures = _present({"total_tps.png": charts.total_tps_chart(long),
+                         "ttft_by_prompt.png": charts.ttft_by_prompt_chart(long),
+                         "token_latency.png": charts.token_latency_chart(records)})
+    blocks = document.summary_blocks(facts, study.warnings(records), problems + metric_problems, long, pictures)
+    written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
+               _csv(run_dir / SUMMARY_CSV, long)]
+    written += [_bytes(run_dir / name, png) for name, png in pictures.items()]
+    written.append(_text(run_dir / REPORT_HTML, document.to_html(blocks, f"llm-bench: {facts['setup']}")))
+    per_request = agreement.engine_clock(records)
+    if not per_request.empty:
+        written.append(_csv(run_dir / ENGINE_CLOCK_CSV, per_request))
+    return written
+
+
+def write_compare(dirs, labels, out_dir) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records, problems = load.load_runs([Path(d) for d in dirs], list(labels) if labels else None)
+    metrics = _metrics_by_setup(records, problems)
+    long = summary.comparison(records, metrics)
+    setups = summary.setups(records)
+    by_setup = {label: records[records["setup"] == label] for label in setups}
+    facts = {label: summary.facts(mine, load.load_settings(mine["run_dir"].iloc[0])) for label, mine in by_setup.items()}
+    warnings = [f"{label}: {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
+    pictures = _present({COMPARE_PNG: charts.compare_chart(long, setups)})
+    blocks = document.compare_blocks(facts, warnings, problems, long, pictures)
+    written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
+    written += [_bytes(out_dir / name, png) for name, png in pictures.items()]
+    written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))
+    return written
+
+
+def _metrics_by_setup(records: pd.DataFrame, problems: list[str]) -> dict[str, pd.DataFrame]:
+    """Each setup's metric readings: those of the directories its records came from."""
+    found = {}
+    for label, mine in records.groupby("setup", sort=False):
+        frames = []
+        for run_dir in mine["run_dir"].unique():
+            frame, more = load.load_metrics(run_dir)
+            frames.append(frame)
+            problems += [f"{run_dir}: {p}" for p in more]
+        found[label] = pd.concat(frames, ignore_index=True)
+    return found
+
+
+def _present(pictures: dict[str, bytes | None]) -> dict[str, bytes]:
+    return {name: png for name, png in pictures.items() if png is not None}
+
+
+def _text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _csv(path: Path, frame: pd.DataFrame) -> Path:
+    """Missing values are empty cells, never 0."""
+    frame.to_csv(path, index=False, na_rep="")
+    return path

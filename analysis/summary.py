@@ -1,0 +1,61 @@
+"""A run's (or several setups') figures in one long frame, and the facts its header states.
+
+Pure: records (and the engine's metric readings) in, DataFrames and dicts out.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from analysis import agreement, study
+from analysis.records import measured, succeeded
+from analysis.spread import LONG_COLUMNS, long_frame
+
+TABLE_TITLES = {**study.TABLE_TITLES,
+                "engine_clock": "Agreement with the engine's own clock (per request, by phase)",
+                "engine_metrics": "Agreement with the engine's Prometheus counters (per phase)"}
+
+
+def summary(records: pd.DataFrame, metrics: pd.DataFrame | None = None, names: dict | None = None,
+            setup: str = "") -> pd.DataFrame:
+    """The study's tables, then the engine agreement tables where the engine gave timings or counters."""
+    frames = [study.study(records),
+              agreement.engine_clock(records).pipe(agreement.engine_clock_table)]
+    if metrics is not None and not metrics.empty:
+        frames.append(agreement.metrics_agreement(records, metrics, names).pipe(agreement.metrics_table))
+    long = pd.concat([f for f in frames if not f.empty] or [long_frame([])], ignore_index=True)
+    return long.assign(setup=setup)[LONG_COLUMNS]
+
+
+def setups(records: pd.DataFrame) -> list[str]:
+    """Setup labels in the order their records come."""
+    return list(dict.fromkeys(records["setup"]))
+
+
+def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """summary() of each setup, stacked; ``metrics`` maps a setup label to its metric readings."""
+    frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), setup=label)
+              for label in setups(records)]
+    return pd.concat(frames, ignore_index=True) if frames else long_frame([])
+
+
+def facts(records: pd.DataFrame, settings: dict | None = None) -> dict:
+    """What the header says: setup, model, engine, server, client hosts, when, requests, completeness."""
+    settings = settings or {}
+    counted = measured(records)
+    ok = len(succeeded(counted))
+    started = pd.to_numeric(records["t_start"], errors="coerce")
+    started = started[started > 0]  # 0.0 is the Record's default: no time recorded
+    when = settings.get("started") or (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started.min()))
+                                       if len(started) else "")
+    complete = bool(records["run_complete"].all()) if "run_complete" in records else True
+    return {"setup": _joined(records["setup"]), "model": _joined(records["model"]),
+            "engine": _joined(records["engine"]), "server": settings.get("host", ""),
+            "client_hosts": _joined(records["client_host"]), "when": when,
+            "requests_ok": ok, "requests_failed": len(counted) - ok, "complete": complete}
+
+
+def _joined(values: pd.Series) -> str:
+    return ", ".join(v for v in dict.fromkeys(values.fillna("").astype(str)) if v)
