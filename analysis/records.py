@@ -48,8 +48,3 @@ def phase_order(records: pd.DataFrame) -> list[str]:
                           concurrency=firsts["concurrency"].astype("Float64").fillna(0))
     return list(keyed.sort_values(["rank", "size", "concurrency", "first"]).index)
 
-
-def in_phase_order(records: pd.DataFrame) -> pd.DataFrame:
-    """Rows sorted by phase_order (stable within a phase)."""
-    order = {phase: i for i, phase in enumerate(phase_order(records))}
-    return records.iloc[records["phase"].map(order).argsort(kind="stable")]

@@ -48,7 +48,8 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     long = summary.comparison(records, metrics)
     setups = summary.setups(records)
     by_setup = {label: records[records["setup"] == label] for label in setups}
-    facts = {label: summary.facts(mine, load.load_settings(mine["run_dir"].iloc[0])) for label, mine in by_setup.items()}
+    facts = {label: summary.facts(mine, load.load_settings(mine["run_dir"].iloc[0]))
+             for label, mine in by_setup.items()}
     warnings = [f"{label}: {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
     pictures = _present({COMPARE_PNG: charts.compare_chart(long, setups)})
     blocks = document.compare_blocks(facts, warnings, problems, long, pictures)

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.records import (flags_seen, has_flag, in_phase_order, measured, of_scenario, phase_order,
-                              succeeded)
+from analysis.records import flags_seen, has_flag, measured, of_scenario, phase_order, succeeded
 from analysis.spread import NAN, long_frame, long_rows, median, p95, share, single, spread
 
 KNOWN_FLAGS = ("cache_hit", "client_saturated")
@@ -239,8 +238,3 @@ def warnings(records: pd.DataFrame) -> list[str]:
         if succeeded(group).empty:
             notes.append(f"{phase}: all {len(group)} requests failed; it shows no figure.")
     return notes
-
-
-def ordered(records: pd.DataFrame) -> pd.DataFrame:
-    """Records in suite order (for per-request tables and charts)."""
-    return in_phase_order(measured(records))

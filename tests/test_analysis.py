@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -114,9 +116,12 @@ def test_agent_session_and_turns():
 
 def burst_records():
     r1 = [  # released together; the fourth failed and is left out of every figure but the spread
-        {"round": 1, "ttft_s": 0.1, "e2e_s": 2.0, "release_offset_s": 0.00, "completion_tokens": 100, "decode_tps": 50.0},
-        {"round": 1, "ttft_s": 0.2, "e2e_s": 3.0, "release_offset_s": 0.01, "completion_tokens": 100, "decode_tps": 40.0},
-        {"round": 1, "ttft_s": 0.4, "e2e_s": 4.0, "release_offset_s": 0.02, "completion_tokens": 100, "decode_tps": 30.0},
+        {"round": 1, "ttft_s": 0.1, "e2e_s": 2.0, "release_offset_s": 0.00, "completion_tokens": 100,
+         "decode_tps": 50.0},
+        {"round": 1, "ttft_s": 0.2, "e2e_s": 3.0, "release_offset_s": 0.01, "completion_tokens": 100,
+         "decode_tps": 40.0},
+        {"round": 1, "ttft_s": 0.4, "e2e_s": 4.0, "release_offset_s": 0.02, "completion_tokens": 100,
+         "decode_tps": 30.0},
         {"round": 1, "ok": False, "error": "disconnect", "e2e_s": 10.0, "release_offset_s": 0.05,
          "completion_tokens": 100},
     ]
@@ -322,3 +327,9 @@ def test_worker_files_are_read_together(tmp_path):
     records, info = load.load_run(tmp_path)
     assert sorted(records["client_host"]) == ["a", "b"] and not info["complete"] and info["problems"] == []
     assert records["decode_tps"].isna().all()
+
+
+def test_analysis_never_imports_locust_or_gevent():
+    code = ("import sys, analysis.report, analysis.agreement, analysis.overview; "
+            "assert not {'locust', 'gevent'} & set(sys.modules), sorted(sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0

@@ -149,3 +149,12 @@ def test_every_output_column_is_documented(runs):
 def documented_as(name: str) -> str:
     """HTTP error classes are documented once, as http_<status>."""
     return re.sub(r"^http_\d+$", "http_<status>", name)
+
+
+def test_a_killed_run_is_reported_as_incomplete(tmp_path):
+    finished = Record(scenario="chat", phase="chat", round=1, ok=True, ttft_s=0.2, decode_tps=30.0, setup="s")
+    (tmp_path / "records.jsonl").write_text(json.dumps(finished.to_dict()) + "\n{\"scenario\": \"ch")
+    written = {p.name for p in write_report(tmp_path)}
+    assert {"summary.md", "summary.csv", "report.html"} <= written and "total_tps.png" not in written
+    text = (tmp_path / "summary.md").read_text()
+    assert "**Incomplete run**" in text and "records.jsonl line 2: not a JSON object" in text
