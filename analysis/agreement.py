@@ -28,7 +28,7 @@ ENGINE_CLOCK_COLUMNS = ["phase", "round", "turn", "client_host", "request_id", "
                         "ttft_diff_pct"]
 ENGINE_CLOCK_METRICS = ("client_decode_tps", "engine_decode_tps", "decode_diff_pct", "ttft_diff_ms",
                         "ttft_diff_pct")
-METRICS_COLUMNS = ["phase", "window_s", "client_requests", "warmup_requests_in_window",
+METRICS_COLUMNS = ["phase", "window_s", "client_requests", "warmup_requests_in_window", "warmup_requests_straddling",
                    "records_outside_window", "engine_ttft_mean_s", "client_ttft_mean_s", "engine_prompt_tokens",
                    "client_prompt_tokens", "engine_generation_tokens", "client_completion_tokens"]
 VLLM_SERIES = {"ttft_histogram": "vllm:time_to_first_token_seconds",
@@ -143,6 +143,9 @@ def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict 
       unknown). The readings' ``t`` is the coordinator's clock; records of another machine without
       a clock offset cannot be placed, which shows as records_outside_window > 0 (the phase's own
       records that fall outside its window): then the warm-up count is not to be trusted.
+      warmup_requests_straddling counts the warm-ups still running when a reading was taken
+      (t_send + clock_offset_s < t <= that + e2e_s, for t = t_before or t_after): the engine counted
+      only part of their tokens, which explains a small difference.
     - client_ttft_mean_s = mean ttft_s of those records; client_prompt_tokens and
       client_completion_tokens their sums (missing when no record has the count).
     """
@@ -152,14 +155,18 @@ def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict 
     deltas = counter_deltas(metrics)
     ok = succeeded(records)
     start = _number(ok, "t_send") + _number(ok, "clock_offset_s").fillna(0)
+    end = start + _number(ok, "e2e_s")
     rows = []
     for phase, window in deltas.iterrows():
         inside = start.between(window["t_before"], window["t_after"])
         own = ok["phase"] == phase
-        warmups = (ok["scenario"] == "warmup") & inside
-        counted = ok[own | warmups]
+        warmup = ok["scenario"] == "warmup"
+        running = pd.concat([(start < t) & (end >= t) for t in (window["t_before"], window["t_after"])],
+                            axis=1).any(axis=1)
+        counted = ok[own | (warmup & inside)]
         rows.append({"phase": phase, "window_s": window["t_after"] - window["t_before"],
-                     "client_requests": len(counted), "warmup_requests_in_window": int(warmups.sum()),
+                     "client_requests": len(counted), "warmup_requests_in_window": int((warmup & inside).sum()),
+                     "warmup_requests_straddling": int((warmup & running).sum()),
                      "records_outside_window": int((own & ~inside).sum()),
                      **_engine_side(window, names), **_client_side(counted)})
     return pd.DataFrame(rows, columns=METRICS_COLUMNS)

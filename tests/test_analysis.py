@@ -245,6 +245,7 @@ def test_metrics_agreement_counts_warmups_inside_the_window():
         {"phase": "warmup-chat", "scenario": "warmup", "t_send": 10.5, "ttft_s": 0.3, "prompt_tokens": 10,
          "completion_tokens": 8},
         {"phase": "warmup-chat", "scenario": "warmup", "t_send": 5.0, "ttft_s": 9.0, "prompt_tokens": 99},
+        {"phase": "warmup-chat", "scenario": "warmup", "t_send": 9.5, "e2e_s": 1.0, "ttft_s": 0.1},  # straddles
         round=1)
     metrics = pd.DataFrame([
         ("chat", "before", 10.0, "vllm:time_to_first_token_seconds_sum", 1.0),
@@ -260,6 +261,7 @@ def test_metrics_agreement_counts_warmups_inside_the_window():
     assert row["client_ttft_mean_s"] == pytest.approx(0.3)  # 0.2, 0.4 and the warm-up's 0.3
     assert row["engine_prompt_tokens"] == 70 and row["client_prompt_tokens"] == 70
     assert row["warmup_requests_in_window"] == 1 and row["records_outside_window"] == 0
+    assert row["warmup_requests_straddling"] == 1
     assert math.isnan(row["engine_generation_tokens"])  # not read: missing, not 0
     long = agreement.metrics_table(table.reset_index())
     check(long, "engine_metrics", "chat", "engine_prompt_tokens", 70, NAN, NAN, 3)
