@@ -73,13 +73,17 @@ class LLMUser(FastHttpUser):
     connection_timeout = 10.0
     max_retries = 0
 
+    def __init__(self, environment) -> None:
+        # FastHttpUser builds its connection pool from network_timeout in __init__: set it first.
+        self.network_timeout = environment.parsed_options.read_timeout
+        super().__init__(environment)
+
     def on_start(self) -> None:
         try:
             self.target = target(self.environment)
         except server.ServerError as exc:
             self.environment.runner.quit() if self.environment.runner else None
             raise StopUser(str(exc)) from exc
-        self.client.client.network_timeout = self.environment.parsed_options.read_timeout
         self.warm_up()
 
     def warm_up(self) -> None:
