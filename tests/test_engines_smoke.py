@@ -130,6 +130,34 @@ def test_llamacpp_chat_stream_shape(llamacpp_server):
         assert "usage" not in c and "timings" not in c
 
 
+def test_llamacpp_timings_semantics(llamacpp_server):
+    """What llama.cpp's own `timings` measure (the client's agreement test relies on this).
+
+    Server side (tools/server: server_slot_stats): prompt_ms = slot starts on the prompt (after HTTP parsing,
+    templating, tokenization and slot choice) -> first token sampled; predicted_ms = first token sampled -> last
+    token sampled; predicted_n counts every generated token including the first, and
+    predicted_per_second = (predicted_n - 1) / predicted_ms (the first token comes free with the prompt batch).
+    The role-only chunk is written together with the first token, not before the prefill.
+    """
+    prompt = f"{uuid.uuid4()} " + text_of_words(2000)
+    s = post_stream(llamacpp_server.url, "/v1/chat/completions",
+                    chat_body(llamacpp_server.model, prompt, 32, ignore_eos=True))
+    chunks, times = s.chunks, s.times
+    timings = chunks[-1]["timings"]
+    assert timings["predicted_n"] == 32
+    assert timings["predicted_per_second"] * timings["predicted_ms"] / 1000 == pytest.approx(31, rel=1e-3)
+    content_times = [t for t, c in zip(times, chunks)
+                     if c.get("choices") and c["choices"][0].get("delta", {}).get("content")]
+    ttft, span = content_times[0], content_times[-1] - content_times[0]
+    # role chunk: first event, arriving with the first token (prefill of ~2K tokens takes far longer than the gap)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert content_times[0] - times[0] < 0.1 * ttft
+    # the server's prompt window lies inside the client's TTFT
+    assert 0 < timings["prompt_ms"] / 1000 < ttft
+    # first->last token on both sides: close (both exclude the first token's own generation)
+    assert span == pytest.approx(timings["predicted_ms"] / 1000, rel=0.3, abs=0.03)
+
+
 def test_llamacpp_stream_without_include_usage_puts_timings_on_finish_chunk(llamacpp_server):
     body = chat_body(llamacpp_server.model, "tell me about software", 8, ignore_eos=True)
     del body["stream_options"]
@@ -219,3 +247,83 @@ def test_smollm2_chat(smollm2_server):
     s = post_stream(smollm2_server.url, "/v1/chat/completions",
                     chat_body(smollm2_server.model, "Count to three.", 12, ignore_eos=True))
     assert s.chunks[-1]["usage"]["completion_tokens"] == 12
+
+
+# ----------------------------------------------------------------------------------------------------- vLLM
+
+
+def test_vllm_chat_stream_shape(vllm_server):
+    s = post_stream(vllm_server.url, "/v1/chat/completions",
+                    chat_body(vllm_server.model, f"{uuid.uuid4()} hello there", 16, ignore_eos=True,
+                              stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    assert s.status == 200 and s.done_last
+    chunks = s.chunks
+    # role chunk: content "" (llama.cpp: null); with continuous_usage_stats it carries usage, completion_tokens 0
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[0]["usage"]["completion_tokens"] == 0
+    final, finish = chunks[-1], chunks[-2]
+    # finish_reason rides on the last content chunk (llama.cpp sends a separate empty-delta chunk)
+    assert finish["choices"][0]["delta"].get("content")
+    assert final["choices"] == []
+    assert final["usage"]["completion_tokens"] == 16
+    details = final["usage"]["prompt_tokens_details"]
+    assert "cached_tokens" in details
+    assert finish["choices"][0]["finish_reason"] == "length"
+    # continuous_usage_stats: every content chunk carries usage, completion_tokens counting up.
+    contents = content_chunks(chunks)
+    assert contents and all("usage" in c for c in contents)
+    counts = [c["usage"]["completion_tokens"] for c in contents]
+    assert counts == sorted(counts) and counts[-1] <= 16
+
+
+def test_vllm_tokenize_metrics_models(vllm_server):
+    url = vllm_server.url
+    status, tok = request(url, "POST", "/tokenize", {"model": vllm_server.model, "prompt": "hello world"})
+    assert status == 200 and {"count", "max_model_len", "tokens"} <= set(tok)
+    assert tok["count"] == len(tok["tokens"]) and tok["max_model_len"] == 32768
+    status, tok = request(url, "POST", "/tokenize",
+                          {"model": vllm_server.model, "messages": [{"role": "user", "content": "hi"}],
+                           "add_generation_prompt": True, "return_token_strs": True})
+    assert status == 200 and tok["count"] > 0 and "token_strs" in tok
+    status, models = request(url, "GET", "/v1/models")
+    assert status == 200 and models["data"][0]["id"] == vllm_server.model
+    status, metrics = request(url, "GET", "/metrics")
+    assert status == 200
+    for name in VLLM_METRICS:
+        assert name in metrics, name
+
+
+def test_vllm_prefix_cache(vllm_server):
+    prompt = f"{uuid.uuid4()} " + text_of_words(1000)
+    body = chat_body(vllm_server.model, prompt, 4, ignore_eos=True)
+    first = post_stream(vllm_server.url, "/v1/chat/completions", body).chunks[-1]
+    second = post_stream(vllm_server.url, "/v1/chat/completions", body).chunks[-1]
+    assert first["usage"]["prompt_tokens"] > 900
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached > 0 and cached % 16 == 0, second["usage"]
+
+
+def test_vllm_too_long_prompt_is_400(vllm_server):
+    s = post_stream(vllm_server.url, "/v1/chat/completions",
+                    chat_body(vllm_server.model, text_of_words(40000), 4))
+    assert s.status == 400, s.body[:500]
+
+
+def _metric_total(metrics_text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def test_vllm_ngram_speculative_decoding(vllm_ngram_server):
+    url, model = vllm_ngram_server.url, vllm_ngram_server.model
+    # Greedy decoding on random weights falls into a loop; the n-gram proposer then drafts from the context.
+    s = post_stream(url, "/v1/chat/completions",
+                    chat_body(model, "one two three four one two three four one two three four", 64,
+                              ignore_eos=True,
+                              stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    assert s.status == 200 and s.done_last and s.chunks[-1]["usage"]["completion_tokens"] == 64
+    status, metrics = request(url, "GET", "/metrics")
+    assert _metric_total(metrics, "vllm:spec_decode_num_drafts_total") > 0
+    assert _metric_total(metrics, "vllm:spec_decode_num_accepted_tokens_total") > 0
+    # Several tokens can arrive in one chunk: fewer content chunks than tokens.
+    assert len(content_chunks(s.chunks)) < 64

@@ -1,13 +1,14 @@
 """pytest fixtures for real engines on 127.0.0.1. Import them in tests/conftest.py as
 
-    from engines.fixtures import engine_cache_dir, llamacpp_server, smollm2_server  # noqa: F401
+    from engines.fixtures import *  # noqa: F401,F403  (the fixtures below + the pytest_collection_finish hook)
 
 (`engines`, not `tests.engines`: tests/ has no __init__.py, so pytest puts tests/ itself on sys.path;
 `tests.engines` only resolves under `python -m pytest` from the repo root.)
 
   llamacpp_server  session: llama.cpp (xllamacpp) + tiny random GGUF; 4 slots, unified KV, ctx 32768  -> LlamaServer
   smollm2_server   session: llama.cpp + SmolLM2-135M-Instruct Q4_1 (trained weights); 4 slots, ctx 8192 -> LlamaServer
-  (vllm_server: coming next)
+  vllm_server      session: vLLM 0.32.0 CPU in its own venv + tiny random HF llama; ctx 32768, 8 seqs  -> VllmServer
+  vllm_ngram_server session: as vllm_server + --speculative-config ngram (3 tokens)   -> VllmServer
   engine_cache_dir session: ${LLM_BENCH_CACHE:-~/.cache/llm-bench}
 
 Each handle has .url ("http://127.0.0.1:PORT", no /v1), .base_url (url + "/v1"), .model (served name), .stop().
@@ -15,6 +16,10 @@ Each handle has .url ("http://127.0.0.1:PORT", no /v1), .base_url (url + "/v1"),
 Policy when an engine cannot be set up: with env CI set the fixture FAILS (error, full reason). Locally it
 fails too, unless LLM_BENCH_SKIP_ENGINES is set: "1"/"all" skips every engine fixture without trying,
 a comma list ("vllm" or "vllm,smollm2") skips those only. CI ignores LLM_BENCH_SKIP_ENGINES.
+
+The hook pytest_collection_finish installs vLLM's venv (first time only, ~4 min) before the first test runs
+when a collected test uses a vLLM fixture, so that one-time install does not count against the per-test
+timeout (pytest-timeout counts fixture setup). A failed install is reported by the fixture, loudly.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ from pathlib import Path
 import pytest
 
 from .cache import cache_root
+
+__all__ = ["engine_cache_dir", "llamacpp_server", "smollm2_server", "vllm_server", "vllm_ngram_server",
+           "pytest_collection_finish"]
+
+VLLM_FIXTURES = {"vllm_server", "vllm_ngram_server"}
+_prepare_errors: dict[str, BaseException] = {}
 
 
 def _skip_requested(engine: str) -> bool:
@@ -39,15 +50,39 @@ def _skip_requested(engine: str) -> bool:
     return engine in {v.strip() for v in value.split(",")}
 
 
+def _fail(engine: str, exc: BaseException):
+    detail = "".join(traceback.format_exception(exc))
+    where = "CI" if os.environ.get("CI") else "locally (set LLM_BENCH_SKIP_ENGINES=1 to skip engines)"
+    pytest.fail(f"engine {engine!r} could not be set up {where}:\n{detail}", pytrace=False)
+
+
 def _start(engine: str, starter):
     if _skip_requested(engine):
         pytest.skip(f"{engine}: skipped by LLM_BENCH_SKIP_ENGINES")
+    if engine in _prepare_errors:
+        _fail(engine, _prepare_errors[engine])
     try:
         return starter()
     except Exception as exc:  # noqa: BLE001 - report everything, loudly
-        detail = "".join(traceback.format_exception(exc))
-        where = "CI" if os.environ.get("CI") else "locally (set LLM_BENCH_SKIP_ENGINES=1 to skip engines)"
-        pytest.fail(f"engine {engine!r} could not be set up {where}:\n{detail}", pytrace=False)
+        _fail(engine, exc)
+
+
+def pytest_collection_finish(session):
+    """Install the vLLM venv + tiny HF model before the tests run, if any collected test needs vLLM."""
+    if session.config.option.collectonly or _skip_requested("vllm"):
+        return
+    if not any(VLLM_FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
+        return
+    from .vllm import ensure_tiny_hf_model, ensure_vllm_venv, venv_dir
+
+    cache = cache_root()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not (venv_dir(cache) / ".complete").exists():
+        reporter.write_line(f"llm-bench engines: installing vLLM into {venv_dir(cache)} (one time, ~4 min)")
+    try:
+        ensure_tiny_hf_model(cache, ensure_vllm_venv(cache))
+    except Exception as exc:  # noqa: BLE001 - the vLLM fixtures report it
+        _prepare_errors["vllm"] = exc
 
 
 @pytest.fixture(scope="session")
@@ -87,5 +122,27 @@ def smollm2_server(engine_cache_dir):
                               log_path=_logs_dir(engine_cache_dir) / f"llamacpp-smollm2-{os.getpid()}.log")
 
     server = _start("smollm2", start)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(engine_cache_dir):
+    from .vllm import start_vllm
+
+    server = _start("vllm", lambda: start_vllm(engine_cache_dir))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_ngram_server(engine_cache_dir):
+    """vLLM as vllm_server, plus n-gram speculative decoding (vllm.NGRAM_SPECULATIVE_CONFIG: 3 draft tokens,
+    prompt_lookup_max 3). A separate server process (~60 s start, ~4.5 GB RSS); drafts only happen when the
+    context repeats itself (e.g. temperature 0 on the random model falls into loops)."""
+    from .vllm import NGRAM_SPECULATIVE_CONFIG, start_vllm
+
+    server = _start("vllm", lambda: start_vllm(engine_cache_dir, served_model_name="tiny-llama-hf-ngram",
+                                                speculative_config=NGRAM_SPECULATIVE_CONFIG))
     yield server
     server.stop()
