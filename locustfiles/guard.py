@@ -47,11 +47,13 @@ class Guard:
             share = (cpu - last_cpu) / (now - last_t)
             self.samples.append((now, lag_s, share))
             if lag_s > self.lag_limit_s or share > self.cpu_limit:
-                self._saturated_times.append(now)
+                # Keyed by the sample's start: CPU spent building a request before it was sent
+                # does not make that request's figures suspect.
+                self._saturated_times.append(last_t)
             last_t, last_cpu = now, cpu
 
     def saturated_since(self, t: float) -> bool:
-        """Was any sample taken after ``t`` saturated? (cheap: called once per request)"""
+        """Did a saturated sample start after ``t``? (cheap: called once per request)"""
         return bool(self._saturated_times) and self._saturated_times[-1] >= t
 
     def summary(self) -> dict:

@@ -205,14 +205,17 @@ class Generation:
                 "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
     def timings(self) -> dict:
-        """llama.cpp's `timings`, with its own definitions: predicted_* spans first to last token."""
+        """llama.cpp's `timings`, with its definitions (tools/server, measured on the real server):
+        predicted_ms spans the first token to the last, predicted_n counts every token, and
+        predicted_per_second is the tokens after the first over predicted_ms."""
         prompt_n = self.prompt_tokens - self.cached_tokens
         prompt_ms = (self.t_first_token - self.t_admitted) * 1000.0
         predicted_ms = (self.t_last_token - self.t_first_token) * 1000.0
+        after_first = self.completion_tokens - self.first_event_tokens
         return {"cache_n": self.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
                 "prompt_per_second": prompt_n / prompt_ms * 1000.0 if prompt_ms > 0 else None,
                 "predicted_n": self.completion_tokens, "predicted_ms": predicted_ms,
-                "predicted_per_second": self.completion_tokens / predicted_ms * 1000.0 if predicted_ms > 0 else None}
+                "predicted_per_second": after_first / predicted_ms * 1000.0 if predicted_ms > 0 else None}
 
     def truth(self, status: int) -> dict:
         decode_s = (self.t_last_token - self.t_first_token) if self.t_first_token is not None else 0.0
