@@ -125,25 +125,39 @@ class LLMUser(FastHttpUser):
                    "Accept-Encoding": "identity"}
         if self.target.api_key:
             headers["Authorization"] = f"Bearer {self.target.api_key}"
-        record.t_start = time.time()
-        t_send = time.perf_counter()
-        with self.client.request("POST", path, data=payload, headers=headers, name=record.phase,
-                                 stream=True, catch_response=True) as resp:
-            t_headers = time.perf_counter()
-            recorder = Recorder(transport.sent_at(resp) or t_send)
-            recorder.headers(t_headers)
-            _read(resp, recorder, record)
-            recorder.end(time.perf_counter())
-            transport.discard(resp) if recorder.error else transport.drain(resp)
-            recorder.fill(record)
-            if self.target.api_key and self.target.api_key in record.error_detail:
-                record.error_detail = record.error_detail.replace(self.target.api_key, "***")  # echoed by a server
-            _report_live(self.environment, resp, record)
+        for attempt in (1, 2):
+            record.t_start = time.time()
+            t_send = time.perf_counter()
+            with self.client.request("POST", path, data=payload, headers=headers, name=record.phase,
+                                     stream=True, catch_response=True) as resp:
+                if attempt == 1 and transport.closed_before_response(resp):
+                    resp.request_meta["request_type"] = "RECONNECT"  # visible live, not a failure
+                    resp.success()
+                    continue
+                recorder = self._measure(resp, t_send, record)
+            break
         if judge is not None:
             judge(record, recorder)
         if guard.saturated_since(t_send):
             add_flag(record, "client_saturated")
         sink().add(record.to_dict())
+        return recorder
+
+    def _measure(self, resp, t_send: float, record: Record) -> Recorder:
+        """Read one response to its end; the clock starts when the request really left."""
+        t_headers = time.perf_counter()
+        recorder = Recorder(transport.sent_at(resp) or t_send)
+        recorder.headers(t_headers)
+        _read(resp, recorder, record)
+        recorder.end(time.perf_counter())
+        if recorder.error:
+            transport.discard(resp)
+        else:
+            transport.drain(resp)
+        recorder.fill(record)
+        if self.target.api_key and self.target.api_key in record.error_detail:
+            record.error_detail = record.error_detail.replace(self.target.api_key, "***")  # echoed by a server
+        _report_live(self.environment, resp, record)
         return recorder
 
 

@@ -98,3 +98,14 @@ def sent_at(response) -> float | None:
     """When the request's bytes were handed to the kernel, if the connection says so."""
     raw = getattr(response, "_response", None)
     return getattr(getattr(raw, "_sock", None), "t_sent", None)
+
+
+def closed_before_response(response) -> bool:
+    """The server closed a kept-alive connection and answered nothing: the request never ran.
+
+    llama.cpp's server closes the connection after each streamed answer while announcing
+    keep-alive, so the next request on it meets a closed socket. Such a request is sent again.
+    """
+    error = getattr(response, "error", None)
+    return not response.status_code and isinstance(error, (HTTPConnectionClosed, ConnectionResetError,
+                                                            BrokenPipeError))

@@ -51,6 +51,7 @@ def load_records(out_dir: Path) -> pd.DataFrame:
 
 from engines.fixtures import (  # noqa: E402,F401 - real engines, started once per session
     engine_cache_dir,
+    pytest_collection_finish,  # installs vLLM before the first test, outside any test's timeout
     llamacpp_server,
     smollm2_server,
     vllm_ngram_server,
