@@ -16,7 +16,7 @@ from bench_tasks.record import Record
 from bench_tasks.records_file import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", ROOT / "analysis" / "README_SECTION.md"]
+DOCS = [ROOT / "README.md"]
 
 
 def synthetic_rows(setup: str, speed: float, runs: int = 2) -> list[dict]:
