@@ -152,12 +152,13 @@ class Connection(asyncio.Protocol):
         """Write now (or queue behind pending fragments); returns the perf_counter stamp of the write."""
         if self.splitter is not None:
             return self.splitter.push(data)
-        if self.open:
+        # is_closing: a reset seen by a failed send is only reported (connection_lost) on the next loop turn
+        if self.open and not self.transport.is_closing():
             self.transport.write(data)
         return perf_counter()
 
     def raw_write(self, data: bytes) -> None:
-        if self.open:
+        if self.open and not self.transport.is_closing():
             self.transport.write(data)
 
     def close(self) -> None:

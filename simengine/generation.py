@@ -86,7 +86,7 @@ class Generation:
         if index == 0:
             self.t_first_token = t
             self.first_event_tokens = tokens
-            self.engine.metrics.observe_ttft(t - self.t_arrival)
+            self.engine.metrics.ttft.observe(t - self.t_arrival)
         self.t_last_token = t
         self.n_events += 1
         self.next_event += 1

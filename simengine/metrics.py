@@ -1,4 +1,8 @@
-"""Engine-side counters exposed at /metrics in Prometheus text with vLLM's names."""
+"""Engine-side counters exposed at /metrics in Prometheus text with vLLM's names.
+
+Plus one of the sim's own, `simengine:event_lateness_seconds`: how late the scheduler wrote each
+event against its due time. It says whether the sim kept up (its truth stays true either way).
+"""
 
 from __future__ import annotations
 
@@ -7,35 +11,46 @@ import bisect
 # vLLM's bucket bounds for time_to_first_token_seconds.
 TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                   20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+LATENESS_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0)
+
+
+class Histogram:
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def render(self, name: str, labels: str, help_text: str) -> list[str]:
+        lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+        cumulative = 0
+        for bound, count in zip(self.bounds, self.counts):
+            cumulative += count
+            lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}')
+        lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
+        lines.append(f"{name}_sum{{{labels}}} {self.sum!r}")
+        lines.append(f"{name}_count{{{labels}}} {self.count}")
+        return lines
 
 
 class EngineMetrics:
     def __init__(self, model: str) -> None:
         self.labels = f'model_name="{model}",engine="0"'
-        self.ttft_bucket_counts = [0] * (len(TTFT_BUCKETS_S) + 1)
-        self.ttft_sum_s = 0.0
-        self.ttft_count = 0
+        self.ttft = Histogram(TTFT_BUCKETS_S)
         self.prompt_tokens = 0
         self.prompt_tokens_cached = 0
         self.generation_tokens = 0
         self.requests_success = 0
 
-    def observe_ttft(self, ttft_s: float) -> None:
-        self.ttft_bucket_counts[bisect.bisect_left(TTFT_BUCKETS_S, ttft_s)] += 1
-        self.ttft_sum_s += ttft_s
-        self.ttft_count += 1
-
-    def render(self, running: int, waiting: int) -> str:
+    def render(self, running: int, waiting: int, lateness: Histogram) -> str:
         labels = self.labels
-        lines = ["# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.",
-                 "# TYPE vllm:time_to_first_token_seconds histogram"]
-        cumulative = 0
-        for bound, count in zip(TTFT_BUCKETS_S, self.ttft_bucket_counts):
-            cumulative += count
-            lines.append(f'vllm:time_to_first_token_seconds_bucket{{{labels},le="{bound}"}} {cumulative}')
-        lines.append(f'vllm:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} {self.ttft_count}')
-        lines.append(f"vllm:time_to_first_token_seconds_sum{{{labels}}} {self.ttft_sum_s!r}")
-        lines.append(f"vllm:time_to_first_token_seconds_count{{{labels}}} {self.ttft_count}")
+        lines = self.ttft.render("vllm:time_to_first_token_seconds", labels,
+                                 "Histogram of time to first token in seconds.")
         for name, value, help_text in (
             ("prompt_tokens", self.prompt_tokens, "Number of prefill tokens processed."),
             ("generation_tokens", self.generation_tokens, "Number of generation tokens processed."),
@@ -50,4 +65,6 @@ class EngineMetrics:
         ):
             lines += [f"# HELP vllm:{name} {help_text}", f"# TYPE vllm:{name} gauge",
                       f"vllm:{name}{{{labels}}} {float(value)}"]
+        lines += lateness.render("simengine:event_lateness_seconds", labels,
+                                 "How late the simulated engine wrote events against their due time.")
         return "\n".join(lines) + "\n"

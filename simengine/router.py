@@ -65,7 +65,7 @@ class Router:
         connection.send_json(200, {"object": "list", "data": [model]})
 
     def metrics(self, connection: Connection, _request: HttpRequest) -> None:
-        text = self.engine.metrics.render(self.engine.running, len(self.engine.queue))
+        text = self.engine.metrics.render(self.engine.running, len(self.engine.queue), self.engine.scheduler.lateness)
         connection.send_body(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     def tokenize(self, connection: Connection, request: HttpRequest) -> None:

@@ -23,6 +23,8 @@ import sys
 import traceback
 from time import perf_counter
 
+from simengine.metrics import LATENESS_BUCKETS_S, Histogram
+
 # Events due within this much of now are written in the same pass: the loop's epoll wait has
 # millisecond granularity anyway, so waking again for them would only add lateness.
 BATCH_S = 0.0002
@@ -40,6 +42,7 @@ class Scheduler:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._running = False
+        self.lateness = Histogram(LATENESS_BUCKETS_S)  # write time - due time, per fired entry
 
     # -- the decode clock --
     def v_at(self, t: float) -> float:
@@ -102,18 +105,18 @@ class Scheduler:
         fired = False
         wall = self._wall
         while wall and wall[0][0] <= horizon:
-            _t, _seq, callback, arg = heapq.heappop(wall)
-            self._fire(callback, arg, _t)
+            due, _seq, callback, arg = heapq.heappop(wall)
+            self._fire(callback, arg, due, due)
             fired = True
         decode = self._decode
         while decode and self.rate_tps > 0.0 and decode[0][0] <= self.v_at(horizon):
             v, _seq, callback, arg = heapq.heappop(decode)
-            self._fire(callback, arg, v)
+            self._fire(callback, arg, v, self.t_anchor + (v - self.v_anchor) / self.rate_tps)
             fired = True
         return fired
 
-    @staticmethod
-    def _fire(callback, arg, due: float) -> None:
+    def _fire(self, callback, arg, due: float, due_t: float) -> None:
+        self.lateness.observe(max(0.0, perf_counter() - due_t))
         try:
             callback(arg, due)
         except Exception:  # one broken stream must not stop every other stream's clock

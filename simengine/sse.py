@@ -7,6 +7,7 @@ built once per request. Everything else goes through json.dumps.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii  # json.dumps(str) without its dispatch
 
 
 class ChunkEncoder:
@@ -46,7 +47,7 @@ class ChunkEncoder:
 
     def content(self, text: str, usage: dict | None) -> bytes:
         if usage is None:
-            return self._prefix + json.dumps(text).encode() + self._suffix
+            return self._prefix + encode_basestring_ascii(text).encode() + self._suffix
         return self.chunk({"content": text}, usage=usage)
 
     def tool_header(self, call_id: str, name: str, usage: dict | None) -> bytes:
