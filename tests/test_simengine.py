@@ -6,6 +6,7 @@ tool calls, faults, the truth log. No assertion is about speed.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -21,7 +22,10 @@ from urllib.parse import urlsplit
 import pytest
 
 import simengine
+from simengine.engine import Engine
+from simengine.scheduler import Scheduler
 from simengine.tokenizer import tokenize
+from simengine.truth_log import TruthLog
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -405,3 +409,33 @@ def _is_json(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+# -- the decode clock, without any real time --
+def test_decode_clock_stretches_intervals_when_the_rate_changes():
+    loop = asyncio.new_event_loop()
+    try:
+        scheduler = Scheduler(loop)
+        scheduler.set_rate(10.0, now=100.0)  # 10 tok/s
+        scheduler.decode_at(scheduler.v_at(100.0) + 10, lambda *_: None, None)  # 10 tokens ahead: due at 101
+        assert scheduler._next_due() == pytest.approx(101.0)
+        scheduler.set_rate(5.0, now=100.5)  # halfway, the rate halves: the other 5 tokens take 1 s
+        assert scheduler._next_due() == pytest.approx(101.5)
+    finally:
+        loop.close()
+
+
+def test_decode_rate_follows_the_slowdown_formula():
+    loop = asyncio.new_event_loop()
+    try:
+        engine = Engine(simengine.SimConfig(decode_tps=100.0, decode_slowdown=0.25), Scheduler(loop), TruthLog(None))
+        rates = []
+        for _ in range(3):
+            engine.join_decode(now=1.0)
+            rates.append(engine.decode_rate_tps())
+        assert rates == [100.0, 80.0, pytest.approx(100 / 1.5)]
+        for _ in range(3):
+            engine.leave_decode(now=2.0)
+        assert engine.decode_rate_tps() == 0.0
+    finally:
+        loop.close()
