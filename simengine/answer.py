@@ -28,7 +28,6 @@ WORDS = (
     "quiet rapid narrow gentle bright distant hollow steady measure follow gather balance compare "
     "however because therefore meanwhile perhaps although during before after above below between"
 ).split()
-NEEDLE_QUESTION = re.compile(r"code word", re.IGNORECASE)
 NEEDLE_FACT = re.compile(r"code word is ([A-Za-z0-9_-]+)")
 SENTENCE_WORDS = 11  # a full stop every so many words keeps the text readable
 
@@ -71,7 +70,7 @@ def plan_answer(question: Question, tokens_per_event: int, length_range: tuple[i
 
 
 def _needle_pieces(question: Question) -> list[str]:
-    if not NEEDLE_QUESTION.search(question.last_user_text):
+    if "code word" not in question.last_user_text.lower():  # faster than an IGNORECASE regex on 600 KB
         return []
     match = NEEDLE_FACT.search(question.prompt_text)
     return split_pieces(f"The code word is {match.group(1)}.") if match else []
