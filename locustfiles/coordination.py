@@ -45,13 +45,23 @@ class SuiteShape(LoadTestShape):
     users: dict[str, type] = {}
 
     def reset_time(self) -> None:
+        # Locust calls this twice when a run starts (start_shape, then start): one suite per run.
         super().reset_time()
+        current = getattr(self, "coordinator", None)
+        if current is not None and not current.finished and not getattr(self, "stopped", False):
+            return
         environment = self.runner.environment
         options = suite_options(environment.parsed_options, tuple(self.users))
         self.finished_at: float | None = None
+        self.stopped = False
         self._running_class: type | None = None
         self.coordinator = Coordinator(plan(options), clock=time.perf_counter, on_enter=self._between_phases)
         messaging.serve(environment, self.coordinator)
+        if current is None:
+            environment.events.test_stop.add_listener(self._on_test_stop)
+
+    def _on_test_stop(self, **_kwargs) -> None:
+        self.stopped = True  # a run started again (web UI) begins a new suite
 
     def _between_phases(self, previous, phase) -> None:
         """Read the engine's counters after one phase and before the next, then open the next."""

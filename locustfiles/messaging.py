@@ -130,7 +130,7 @@ class Ledger:
                 lost_jobs.append(job)
             lost_jobs += coordinator.forget(user)
         return {"worker": node, "lost_at": time.time(), "in_flight_jobs": len(lost_jobs),
-                "in_flight_phases": sorted({job.phase for job in lost_jobs}),
+                "in_flight": [f"{job.phase} round {job.round} #{job.index}" for job in lost_jobs],
                 "jobs_done": self.jobs_done.get(node, 0), "records_received": self.records_in.get(node, 0)}
 
 

@@ -82,7 +82,7 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     finally:
         for process in [master, *workers]:
             process.kill()
-    lost = pd.read_json(out / "lost-workers.jsonl", lines=True)
+    lost = pd.read_json(out / "lost-workers.jsonl", lines=True, convert_dates=False)
     assert len(lost) == 1 and lost.loc[0, "lost_at"] > 0
     records = load_records(out)
     measured = records[records["scenario"] != "warmup"]
