@@ -1,7 +1,31 @@
-"""The simulated engine: an OpenAI-compatible server with known true timings (stdlib only).
+"""The simulated engine: an OpenAI-compatible server whose true timings are known (stdlib only).
 
-It imitates llama.cpp's and vLLM's stream shapes and writes, per request, the true times of its
-events to a truth log, so the client's measurements can be checked. It never imports client code.
+It imitates llama.cpp's and vLLM's stream shapes and logs, per request, when each of its events
+was written, so the client's measurements can be checked against the truth. It never imports the
+client's code: a shared bug would hide itself.
+
+Use:
+    python -m simengine [--port 8000] [--slots 4] [--decode-tps 120] ...   (--help lists all)
+    handle = simengine.start_process(simengine.SimConfig(truth_log="truth.jsonl", slots=4))
+    handle.url, handle.port; handle.stop()      # own process; port 0 (the default here) = any free port
+
+Endpoints: GET /health, /v1/models, /metrics (vLLM names); POST /v1/chat/completions,
+/v1/completions (stream or not), /tokenize (llama.cpp `content` or vLLM `prompt`/`messages`).
+
+Faults, per request with the header `X-Sim-Fault: KIND` or at random (`fault_rate`, `fault_kinds`):
+http500, http429 (Retry-After: 1), non_sse (200 text/html), drop (connection closed after 3 content
+events), malformed (one invalid-JSON event after 3), error_event (an error event after 3, then
+[DONE]), stall (silent for stall_s or `X-Sim-Stall-S` after 3, then closed), no_done, no_usage,
+keepalive (`: ping` comments between events), crlf (CRLF line endings), split (bytes in small
+fragments with sub-millisecond gaps).
+
+Truth log (JSONL, one line per finished request, flushed per line; times are perf_counter seconds,
+CLOCK_MONOTONIC, comparable with the client's): request_id, fault, status, t_arrival (request fully
+read), t_admitted (slot taken), t_first_byte (role chunk written), t_first_token, t_last_token
+(first/last content or tool-call event written), n_events, prompt_tokens, cached_tokens,
+completion_tokens, first_event_tokens, tokens_per_event, ttft_s = t_first_token - t_arrival,
+decode_tps = (completion_tokens - first_event_tokens) / (t_last_token - t_first_token),
+finish_reason, wall_time. Status 499: the client went away first.
 """
 
 from simengine.config import SimConfig

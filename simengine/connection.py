@@ -40,6 +40,7 @@ class Connection(asyncio.Protocol):
         self.open = False
         self.on_lost = None  # set while a stream is in flight: called if the client goes away
         self.splitter: Splitter | None = None  # set by the `split` fault for one response
+        self.continue_sent = False
 
     # -- asyncio.Protocol --
     def connection_made(self, transport) -> None:
@@ -91,7 +92,11 @@ class Connection(asyncio.Protocol):
             return None
         length = int(headers.get("content-length") or 0)
         if len(buffer) < end + 4 + length:
+            if headers.get("expect", "").lower() == "100-continue" and not self.continue_sent:
+                self.continue_sent = True  # curl waits for this before sending a large body
+                self.raw_write(b"HTTP/1.1 100 Continue\r\n\r\n")
             return None
+        self.continue_sent = False
         body = bytes(buffer[end + 4:end + 4 + length])
         t_arrival = perf_counter()  # head and body fully read
         del buffer[:end + 4 + length]
