@@ -1,10 +1,13 @@
 """Capacity of the simulated engine: `python -m simengine.bench [--streams 400] [--tps 50]`.
 
-Starts the sim in its own process and a minimal asyncio raw-socket client in another, keeps
-`--streams` streams open (each restarts when it ends), and reports over a steady window:
-events/s received vs ideal (streams x tps / tokens_per_event), the sim's CPU%, how late events
-arrive against their ideal schedule (first event + k intervals), and how far the client's TTFT is
-from the sim's truth log. The client is deliberately minimal so that it is not the bottleneck.
+Starts the sim in its own process and a minimal asyncio raw-socket client in another (niced, so
+that on a small box the sim wins the CPU), keeps `--streams` streams open (each restarts when it
+ends), and reports over a steady window:
+- events/s the sim wrote (from its /metrics) and the client received, vs ideal
+  (streams x tps / tokens_per_event), and the sim's CPU% (from /proc);
+- the sim's own write lateness against each event's due time (its /metrics histogram: bucket bounds);
+- the median decode_tps of the truth log vs the configured rate;
+- lateness as the client received events (first event + k intervals), and client TTFT minus truth.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from simengine.config import SimConfig
 from simengine.process import start_process
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The client yields the CPU to the sim: on a 2-core box they contend, and it is the sim being measured.
+CLIENT_NICE = 10
 SETTLE_S = 0.5  # the window starts this long after the ramp and ends this long before the stop
 
 
@@ -86,6 +91,7 @@ class BenchStream(asyncio.Protocol):
 
 def run_client(url: str, streams: int, max_tokens: int, ramp_s: float, run_s: float, queue, ramped) -> None:
     results: list = []
+    os.nice(CLIENT_NICE)
     start_cpu = os.times()
     asyncio.run(_drive(url, streams, max_tokens, ramp_s, run_s, results, ramped))
     used = os.times()
@@ -140,11 +146,11 @@ def measure(streams: int, tps: float, tokens_per_event: int, ramp_s: float, run_
             client.start()
             ramped.wait(60)
             time.sleep(SETTLE_S)
-            late_start = scrape_lateness(sim.url)
+            late_start, tokens_start = scrape(sim.url)
             window_start, cpu_start = perf_counter(), cpu_seconds(sim.popen.pid)
             time.sleep(run_s - 2 * SETTLE_S)
             window_end, cpu_end = perf_counter(), cpu_seconds(sim.popen.pid)
-            late_end = scrape_lateness(sim.url)
+            late_end, tokens_end = scrape(sim.url)
             outcome = queue.get(timeout=ramp_s + run_s + 60)
             client.join(10)
         finally:
@@ -152,17 +158,21 @@ def measure(streams: int, tps: float, tokens_per_event: int, ramp_s: float, run_
         truth = {row["request_id"]: row for row in map(json.loads, truth_path.read_text().splitlines())}
     report = summarize(outcome, truth, streams, tps, tokens_per_event, max_tokens, window_start, window_end,
                        (cpu_end - cpu_start) / (window_end - window_start))
+    sim_events_per_s = (tokens_end - tokens_start) / tokens_per_event / (window_end - window_start)
+    report["sim_events_per_s"] = round(sim_events_per_s, 1)
+    report["sim_events_vs_ideal"] = round(sim_events_per_s / report["ideal_events_per_s"], 4)
     window_counts = [(bound, end - start) for (bound, end), (_, start) in zip(late_end, late_start)]
     for q in (0.5, 0.99, 0.999):
         report[f"sim_write_lateness_ms_p{q * 100:g}_at_most"] = lateness_quantile_ms(window_counts, q)
     return report
 
 
-def scrape_lateness(url: str) -> list[tuple[float, int]]:
-    """(upper bound s, cumulative count) of the sim's own event lateness histogram."""
+def scrape(url: str) -> tuple[list[tuple[float, int]], float]:
+    """The sim's own event lateness histogram as (upper bound s, cumulative count), and tokens written."""
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
     buckets = re.findall(r'simengine:event_lateness_seconds_bucket\{[^}]*le="([^"]+)"\} (\d+)', text)
-    return [(float(bound), int(count)) for bound, count in buckets]
+    tokens = float(re.search(r"vllm:generation_tokens_total\{[^}]*\} (\S+)", text).group(1))
+    return [(float(bound), int(count)) for bound, count in buckets], tokens
 
 
 def lateness_quantile_ms(cumulative: list[tuple[float, int]], q: float) -> float | None:
@@ -196,11 +206,11 @@ def summarize(outcome: dict, truth: dict, streams: int, tps: float, tokens_per_e
     achieved = events / (window_end - window_start)
     return {
         "streams": streams, "tps_per_stream": tps, "tokens_per_event": tokens_per_event,
-        "ideal_events_per_s": ideal, "achieved_events_per_s": round(achieved, 1),
-        "achieved_vs_ideal": round(achieved / ideal, 4), "sim_cpu_percent": round(100 * sim_cpu, 1),
-        "event_lateness_ms_p50": percentile(lateness_ms, 0.5),
-        "event_lateness_ms_p99": percentile(lateness_ms, 0.99),
-        "event_lateness_ms_max": percentile(lateness_ms, 1.0),
+        "ideal_events_per_s": ideal, "client_received_events_per_s": round(achieved, 1),
+        "sim_cpu_percent": round(100 * sim_cpu, 1),
+        # as received by the (niced, Python) client: includes its own delays
+        "client_event_lateness_ms_p50": percentile(lateness_ms, 0.5),
+        "client_event_lateness_ms_p99": percentile(lateness_ms, 0.99),
         "sim_decode_tps_median_vs_ideal": round(statistics.median(decode_rates) / tps, 4) if decode_rates else None,
         "client_minus_truth_ttft_ms_median": round(statistics.median(ttft_errors_ms), 3) if ttft_errors_ms else None,
         "requests_measured": len(ttft_errors_ms),
