@@ -11,6 +11,8 @@ from simengine.server import serve
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone (internal)")
+    if argv and argv[0] == "--":  # `llm-bench sim -- --port 0` passes its separator through
+        argv = argv[1:]
     args = vars(parser.parse_args(argv))
     parent_pid = args.pop("parent_pid")
     try:
