@@ -25,7 +25,8 @@ read), t_admitted (slot taken), t_first_byte (role chunk written), t_first_token
 (first/last content or tool-call event written), n_events, prompt_tokens, cached_tokens,
 completion_tokens, first_event_tokens, tokens_per_event, ttft_s = t_first_token - t_arrival,
 decode_tps = (completion_tokens - first_event_tokens) / (t_last_token - t_first_token),
-finish_reason, wall_time. Status 499: the client went away first.
+finish_reason, wall_time. Status 499: the client went away first. A line is written just before
+its response's last bytes, so a client that has seen the end of a response finds its line.
 """
 
 from simengine.config import SimConfig

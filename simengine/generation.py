@@ -121,8 +121,8 @@ class Generation:
     def _strike_fault(self) -> bool:
         fault = self.fault
         if fault == "drop":
-            self.connection.close()  # no chunked terminator: the client sees the body cut short
             self._end(None)
+            self.connection.close()  # no chunked terminator: the client sees the body cut short
         elif fault == "stall":
             self.engine.leave_decode(perf_counter())
             self.state = STALLED
@@ -130,8 +130,8 @@ class Generation:
         elif fault == "error_event" and self.stream:
             self.connection.send_chunk(self.encoder.error("simulated engine error (fault error_event)"))
             self.connection.send_chunk(self.encoder.done())
-            self.connection.end_stream()
             self._end("error")
+            self.connection.end_stream()
         elif fault == "malformed" and self.stream:
             self.connection.send_chunk(self.encoder.malformed())
             return False
@@ -141,16 +141,17 @@ class Generation:
 
     def _on_stall_end(self, _due: float) -> None:
         if self.state == STALLED:
-            self.connection.close()
             self._end(None)
+            self.connection.close()
 
     # -- the end --
     def _finish(self) -> None:
         reason = self.answer.finish_reason
         if not self.stream:
-            self.t_first_byte = self.connection.send_json(200, self._body(reason),
-                                                          {"x-request-id": self.request_id})
+            body = self._body(reason)
+            self.t_first_byte = perf_counter()  # just before the write: the log line must precede it
             self._end(reason)
+            self.connection.send_json(200, body, {"x-request-id": self.request_id})
             return
         send = self.connection.send_chunk
         encoder = self.encoder
@@ -162,8 +163,8 @@ class Generation:
             send(encoder.usage_only(self.usage(), self.timings()))
         if self.fault != "no_done":
             send(encoder.done())
-        self.connection.end_stream()
         self._end(reason)
+        self.connection.end_stream()
 
     def _body(self, reason: str) -> dict:
         answer = self.answer
@@ -184,6 +185,8 @@ class Generation:
         return body
 
     def _end(self, finish_reason: str | None, status: int = 200) -> None:
+        """Log the truth; called before the response's last bytes, so a client that has seen the
+        end of its response finds its line in the truth log."""
         if self.state == DONE:
             return
         self.connection.on_lost = None

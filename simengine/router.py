@@ -8,6 +8,7 @@ import random
 import sys
 import time
 import traceback
+from time import perf_counter
 
 from simengine.answer import Question, plan_answer
 from simengine.config import FAULT_KINDS, RESPONSE_FAULTS, SimConfig
@@ -151,13 +152,14 @@ class Router:
             self._reject(connection, request, request_id, fault, 429, body, {"retry-after": "1"})
         else:
             html = b"<!DOCTYPE html><html><body><h1>Welcome</h1><p>Not an API.</p></body></html>"
-            t = connection.send_body(200, html, "text/html; charset=utf-8", {"x-request-id": request_id})
-            self.engine.log_rejected(rejected_truth(request_id, fault, 200, request.t_arrival, t))
+            self.engine.log_rejected(rejected_truth(request_id, fault, 200, request.t_arrival, perf_counter()))
+            connection.send_body(200, html, "text/html; charset=utf-8", {"x-request-id": request_id})
 
     def _reject(self, connection: Connection, request: HttpRequest, request_id: str, fault: str | None,
                 status: int, body: dict, headers: dict | None = None) -> None:
-        t = connection.send_json(status, body, {"x-request-id": request_id, **(headers or {})})
-        self.engine.log_rejected(rejected_truth(request_id, fault, status, request.t_arrival, t))
+        # Logged just before the write, so a client that has its answer finds the line.
+        self.engine.log_rejected(rejected_truth(request_id, fault, status, request.t_arrival, perf_counter()))
+        connection.send_json(status, body, {"x-request-id": request_id, **(headers or {})})
 
 
 def read_json(request: HttpRequest) -> dict:
