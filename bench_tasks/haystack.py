@@ -10,21 +10,24 @@ import random
 
 from bench_tasks.prompt import filler
 
-QUESTION = "What is the code word mentioned in the notes above? Answer with the code word only."
+QUESTION = "What is the secret code word? Answer with the code word only."
 _CODE_ROOTS = ("falcon", "cobalt", "juniper", "saffron", "glacier", "meridian", "tundra", "quartz", "harbor")
 
 
 def code_word(seed: int) -> str:
+    """One word, upper case and digits (e.g. HARBOR7440): a small model can copy it back whole,
+    where it splits a hyphenated or lower-case one (measured on SmolLM2-135M)."""
     rng = random.Random(f"code-{seed}")
-    return f"{rng.choice(_CODE_ROOTS)}-{rng.randint(1000, 9999)}"
+    return f"{rng.choice(_CODE_ROOTS).upper()}{rng.randint(1000, 9999)}"
 
 
 def needle_messages(n_words: int, depth: float, word: str, seed: int, marker: str) -> list[dict]:
-    """Filler with 'The code word is WORD.' inserted after ``depth`` of the filler's sentences."""
+    """Filler with the needle as a paragraph of its own after ``depth`` of the filler's sentences."""
     sentences = filler(n_words, seed).split(". ")
     at = min(len(sentences), max(0, round(depth * len(sentences))))
-    sentences.insert(at, f"The code word is {word}")
-    haystack = ". ".join(sentences)
+    before, after = ". ".join(sentences[:at]), ". ".join(sentences[at:])
+    haystack = f"{before}.\n\nThe secret code word is {word}.\n\n{after}" if before else \
+        f"The secret code word is {word}.\n\n{after}"
     text = f"{marker} Read these notes carefully.\n\n{haystack}\n\n{QUESTION}"
     return [{"role": "user", "content": text}]
 

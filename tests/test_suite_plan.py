@@ -92,10 +92,10 @@ def test_calibrate_hits_the_target_with_a_nonlinear_counter():
 
 
 def test_needle_sits_at_its_depth_and_is_found_exactly():
-    text = needle_messages(2000, 0.5, "falcon-1234", seed=3, marker="[m]")[0]["content"]
-    position = text.index("The code word is falcon-1234") / len(text)
+    text = needle_messages(2000, 0.5, "FALCON1234", seed=3, marker="[m]")[0]["content"]
+    position = text.index("\n\nThe secret code word is FALCON1234.\n\n") / len(text)
     assert 0.4 < position < 0.6
-    assert found("The code word is falcon-1234.", "falcon-1234") and not found("falcon-123", "falcon-1234")
+    assert found("The code word is FALCON1234.", "FALCON1234") and not found("FALCON123", "FALCON1234")
 
 
 def test_cache_hit_tolerates_only_a_template_head():

@@ -167,6 +167,9 @@ def start_vllm(cache_dir: Path, *, served_model_name: str = "tiny-llama-hf", max
            "--served-model-name", served_model_name, "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", str(max_model_len), "--dtype", "float32", "--max-num-seqs", str(max_num_seqs),
            "--enable-prefix-caching", "--enable-prompt-tokens-details", "--enforce-eager",
+           # Tool-calling requests (the agent) are refused without a parser; hermes reads the
+           # <tool_call> tags of the ChatML template.
+           "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
            "--disable-uvicorn-access-log"]
     if speculative_config:
         cmd += ["--speculative-config", json.dumps(speculative_config)]
