@@ -30,16 +30,10 @@ class EngineStartError(RuntimeError):
     pass
 
 
-@dataclass
-class LlamaServer:
-    url: str
-    model: str
-    proc: subprocess.Popen = field(repr=False)
-    log_path: Path
-    n_ctx: int
-    n_parallel: int
-    model_path: Path
-    startup_s: float = 0.0
+class ServerProcess:
+    """What every engine handle offers; subclasses are dataclasses with url, proc and log_path."""
+
+    stop_grace_s = 10.0
 
     @property
     def pid(self) -> int:
@@ -53,14 +47,28 @@ class LlamaServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def log_tail(self, n: int = 40) -> str:
+    def log_tail(self, n: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
         except OSError:
             return ""
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        stop_process(self.proc, grace_s)
+    def stop(self) -> None:
+        stop_process(self.proc, self.stop_grace_s)
+
+
+@dataclass
+class LlamaServer(ServerProcess):
+    url: str
+    model: str
+    proc: subprocess.Popen = field(repr=False)
+    log_path: Path
+    n_ctx: int
+    n_parallel: int
+    model_path: Path
+    startup_s: float = 0.0
+
+    stop_grace_s = 10.0
 
 
 def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cache import content_key, file_lock, source_of
-from .llamacpp import EngineStartError, stop_process, wait_health
+from .llamacpp import EngineStartError, ServerProcess, stop_process, wait_health
 from .tokenizer import CHATML_TOOLS_TEMPLATE, EOS_TOKEN, PAD_TOKEN, ensure_tokenizer
 
 VLLM_VERSION = "0.32.0"
@@ -124,7 +124,7 @@ def free_port() -> int:
 
 
 @dataclass
-class VllmServer:
+class VllmServer(ServerProcess):
     url: str
     model: str
     proc: subprocess.Popen = field(repr=False)  # the guard; vLLM runs in the guard's child process group
@@ -134,25 +134,7 @@ class VllmServer:
     speculative_config: dict | None = None
     startup_s: float = 0.0
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def base_url(self) -> str:
-        return self.url + "/v1"
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log_tail(self, n: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def stop(self, grace_s: float = 40.0) -> None:
-        stop_process(self.proc, grace_s)
+    stop_grace_s = 40.0
 
 
 def start_vllm(cache_dir: Path, *, served_model_name: str = "tiny-llama-hf", max_model_len: int = 32768,
