@@ -28,6 +28,7 @@ WORDS = (
     "quiet rapid narrow gentle bright distant hollow steady measure follow gather balance compare "
     "however because therefore meanwhile perhaps although during before after above below between"
 ).split()
+SPACED_WORDS = tuple(" " + word for word in WORDS)
 NEEDLE_FACT = re.compile(r"code word is ([A-Za-z0-9_-]+)")
 SENTENCE_WORDS = 11  # a full stop every so many words keeps the text readable
 
@@ -77,21 +78,18 @@ def _needle_pieces(question: Question) -> list[str]:
 
 
 def _word_pieces(rng: random.Random, count: int, after: int) -> list[str]:
-    pieces: list[str] = []
-    words_in_sentence = 0
-    while len(pieces) < count:
-        if words_in_sentence == SENTENCE_WORDS:
-            pieces.append(".")
-            words_in_sentence = 0
-            continue
-        word = rng.choice(WORDS)
-        first = after == 0 and not pieces
-        pieces.append(word.capitalize() if first else " " + word)
-        words_in_sentence += 1
+    # One C-level draw for all words: planning runs as each request arrives, often in bursts.
+    pieces = rng.choices(SPACED_WORDS, k=count)
+    for i in range(SENTENCE_WORDS, count, SENTENCE_WORDS + 1):
+        pieces[i] = "."
+    if after == 0 and pieces:
+        pieces[0] = pieces[0][1:].capitalize()
     return pieces
 
 
 def _group(pieces: list[str], tokens_per_event: int) -> list[tuple[str, int]]:
+    if tokens_per_event == 1:
+        return [(piece, 1) for piece in pieces]
     return [("".join(pieces[i:i + tokens_per_event]), len(pieces[i:i + tokens_per_event]))
             for i in range(0, len(pieces), tokens_per_event)]
 

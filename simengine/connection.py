@@ -63,11 +63,17 @@ class Connection(asyncio.Protocol):
 
     # -- reading --
     def _read_requests(self) -> None:
-        while not self.busy and self.open:
+        if not self.busy and self.open:
             request = self._parse_one()
-            if request is None:
-                return
-            self.busy = True
+            if request is not None:
+                self.busy = True
+                # Handle it on the next loop turn: every socket that became readable in this turn is
+                # read and its t_arrival stamped first, so a burst of arrivals is not stamped late by
+                # the handling of the requests ahead of it.
+                asyncio.get_running_loop().call_soon(self._dispatch, request)
+
+    def _dispatch(self, request: HttpRequest) -> None:
+        if self.open:
             self.handler(self, request)
 
     def _parse_one(self) -> HttpRequest | None:
