@@ -92,11 +92,16 @@ def test_vllm_ttft_beside_its_own_histogram(vllm_server, tmp_path):
     metrics, problems = load_metrics(out)
     assert not problems and not metrics.empty
     table = metrics_agreement(load_records(out), metrics)
-    chat = table.set_index("phase").loc["chat"]
-    # The engine's clock starts when it has the request and stops at the first token; ours starts at
-    # sending and stops at receiving it: ours is longer, by a little.
-    assert chat["engine_ttft_mean_s"] <= chat["client_ttft_mean_s"] * 1.05
-    assert chat["client_ttft_mean_s"] - chat["engine_ttft_mean_s"] < 0.1
+    for phase in ("chat", "prompt-1k"):
+        row = table.set_index("phase").loc[phase]
+        print(f"vLLM {phase}: engine TTFT mean {row['engine_ttft_mean_s']:.4f} s, client {row['client_ttft_mean_s']:.4f} s")
+        # The engine's clock starts when its core has the request and stops when the first token is
+        # made; ours runs from the send to the token's arrival, so it can only be longer. By how much
+        # is what a client-side benchmark is for: vLLM's API server may deliver late (see README).
+        assert row["engine_ttft_mean_s"] <= row["client_ttft_mean_s"]
+        assert row["engine_prompt_tokens"] == row["client_prompt_tokens"]
+        straddling = row["warmup_requests_straddling"]
+        assert abs(row["engine_generation_tokens"] - row["client_completion_tokens"]) <= 8 * (straddling + 1)
 
 
 @pytest.mark.timeout(900)
