@@ -175,12 +175,12 @@ def scrape(url: str) -> tuple[list[tuple[float, int]], float]:
     return [(float(bound), int(count)) for bound, count in buckets], tokens
 
 
-def lateness_quantile_ms(cumulative: list[tuple[float, int]], q: float) -> float | None:
+def lateness_quantile_ms(cumulative: list[tuple[float, int]], q: float) -> float | str | None:
     """The upper bound of the bucket holding quantile q (histograms only bound it from above)."""
     total = cumulative[-1][1] if cumulative else 0
     for bound, count in cumulative:
         if total and count >= q * total:
-            return bound * 1000
+            return bound * 1000 if bound != float("inf") else f"over {cumulative[-2][0] * 1000:g}"
     return None
 
 
