@@ -55,6 +55,7 @@ class SuiteShape(LoadTestShape):
         self.finished_at: float | None = None
         self.stopped = False
         self._running_class: type | None = None
+        self._last_tick: tuple | None = None
         self.coordinator = Coordinator(plan(options), clock=time.perf_counter, on_enter=self._between_phases)
         messaging.serve(environment, self.coordinator)
         if current is None:
@@ -89,6 +90,10 @@ class SuiteShape(LoadTestShape):
             coordinator = self.coordinator
         self._close_lost_workers()
         phase = coordinator.phase
+        if phase is not None and not coordinator.accepting:
+            # The engine's counters are being read between phases: nobody new may start (a warm-up
+            # would land in the wrong phase's window); the last phase's users idle meanwhile.
+            return self._last_tick or (0, 100, None)
         if phase is not None:
             user_class = self.users[phase.scenario]
             if user_class is not self._running_class:
@@ -98,7 +103,8 @@ class SuiteShape(LoadTestShape):
                     return 0, 100, None
                 self._running_class = user_class
             # A changed spawn rate makes Locust dispatch again, replacing a dead worker's users.
-            return phase.users, phase.users + 0.001 * len(messaging.ledger.lost_workers), [user_class]
+            self._last_tick = (phase.users, phase.users + 0.001 * len(messaging.ledger.lost_workers), [user_class])
+            return self._last_tick
         if self.finished_at is None:
             self.finished_at = time.perf_counter()
         wait_s = REPORT_WAIT_S if isinstance(self.runner, MasterRunner) else 0.0
