@@ -23,6 +23,8 @@ from llm_bench.headless import UsageError
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sim"] and not {"-h", "--help"} & set(argv[1:2]):
+        return run_sim_args(argv[1:])  # the simulated engine parses its own options
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -174,9 +176,13 @@ def run_compare(args, argv: list[str]) -> int:
 
 
 def run_sim(args, argv: list[str]) -> int:
+    return run_sim_args(args.sim_args)
+
+
+def run_sim_args(sim_args: list[str]) -> int:
     import simengine.__main__ as sim_main
 
-    return sim_main.main(args.sim_args) or 0
+    return sim_main.main(sim_args) or 0
 
 
 def _positive_int(text: str) -> int:
