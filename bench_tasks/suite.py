@@ -55,7 +55,12 @@ class Phase:
 
     @property
     def expected_records(self) -> int:
-        return len(self.jobs) * (agent.TURNS if self.scenario == "agent" else 1)
+        return sum(records_per_job(job) for job in self.jobs)
+
+
+def records_per_job(job: Job) -> int:
+    """An agent job is a whole session (one record per turn); every other job is one request."""
+    return agent.TURNS if job.scenario == "agent" else 1
 
 
 def plan(options: SuiteOptions) -> list[Phase]:

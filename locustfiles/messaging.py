@@ -17,7 +17,7 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from bench_tasks.suite import Coordinator, Job
+from bench_tasks.suite import Coordinator, Job, records_per_job
 
 PINGS = 15
 
@@ -115,14 +115,14 @@ class Ledger:
     def __init__(self) -> None:
         self.users_of: dict[str, set[str]] = {}  # worker node -> its users
         self.held: dict[str, Job] = {}  # user -> job it is running
-        self.jobs_done: dict[str, int] = {}  # worker node -> jobs finished
-        self.records_in: dict[str, int] = {}  # worker node -> records received
+        self.records_done: dict[str, int] = {}  # worker node -> records its finished jobs made
+        self.records_in: dict[str, int] = {}  # worker node -> measured records received (no warm-ups)
         self.lost_workers: set[str] = set()
 
     def lose(self, node: str, coordinator: Coordinator) -> dict:
         """Close everything the worker held; say what may be missing."""
         self.lost_workers.add(node)
-        lost_jobs: list[Job] = []
+        lost_jobs: list[Job] = []  # in flight: their records (agent: up to a session's) never came
         for user in self.users_of.pop(node, set()):
             job = self.held.pop(user, None)
             if job is not None:
@@ -131,7 +131,8 @@ class Ledger:
             lost_jobs += coordinator.forget(user)
         return {"worker": node, "lost_at": time.time(), "in_flight_jobs": len(lost_jobs),
                 "in_flight": [f"{job.phase} round {job.round} #{job.index}" for job in lost_jobs],
-                "jobs_done": self.jobs_done.get(node, 0), "records_received": self.records_in.get(node, 0)}
+                "records_finished": self.records_done.get(node, 0),
+                "records_received": self.records_in.get(node, 0)}
 
 
 ledger = Ledger()
@@ -153,14 +154,16 @@ def _on_take(environment, msg, **_kwargs) -> None:
 def _on_done(environment, msg, **_kwargs) -> None:
     if ledger.held.pop(msg.data["user"], None) is None:
         return  # already closed as lost
-    ledger.jobs_done[msg.node_id] = ledger.jobs_done.get(msg.node_id, 0) + 1
+    job = Job(**msg.data["job"])
+    ledger.records_done[msg.node_id] = ledger.records_done.get(msg.node_id, 0) + records_per_job(job)
     if _coordinator is not None:
-        _coordinator.done(Job(**msg.data["job"]))
+        _coordinator.done(job)
 
 
 @events.worker_report.add_listener
 def _count_records(client_id, data) -> None:
-    ledger.records_in[client_id] = ledger.records_in.get(client_id, 0) + len(data.get("llm_records", ()))
+    measured = sum(1 for row in data.get("llm_records", ()) if row.get("scenario") != "warmup")
+    ledger.records_in[client_id] = ledger.records_in.get(client_id, 0) + measured
 
 
 def _on_ping(environment, msg, **_kwargs) -> None:

@@ -90,7 +90,8 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     chat = measured[measured["phase"] == "chat"]
     missing = 3 * 6 - len(chat)
     # What is missing is bounded by what the dead worker finished but had not reported, plus in flight.
-    assert 0 <= missing <= lost.loc[0, "jobs_done"] - lost.loc[0, "records_received"] + lost.loc[0, "in_flight_jobs"]
+    unreported = lost.loc[0, "records_finished"] - lost.loc[0, "records_received"]
+    assert 0 <= missing <= unreported + lost.loc[0, "in_flight_jobs"]
 
 
 def _worker_holding_the_chat_user(out: Path, workers: list[subprocess.Popen]) -> subprocess.Popen:
