@@ -4,6 +4,7 @@
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
     llm-bench report DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
+    llm-bench selftest [--small] [--out DIR]
     llm-bench sim [--port 8000] [simulated engine options]
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS
-from llm_bench import headless
+from llm_bench import headless, selftest
 from llm_bench.headless import UsageError
 
 
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--labels", default="", help="comma-separated labels (default: each run's --setup)")
     compare.add_argument("--out", required=True, help="output directory")
     compare.set_defaults(handler=run_compare)
+
+    selftest.add_parser(commands)
 
     sim = commands.add_parser("sim", help="serve the simulated engine (an OpenAI-compatible server)")
     sim.add_argument("sim_args", nargs=argparse.REMAINDER, help="options of `python -m simengine --help`")

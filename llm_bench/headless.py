@@ -82,7 +82,7 @@ def check_server(url: str, api_key: str, model: str = "") -> dict:
 
 
 def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list[str], api_key: str,
-               run_time_s: int = 3600) -> int:
+               run_time_s: int = 3600, cpu: int | None = None) -> int:
     """Run one headless Locust; return its exit code. Our records go to out_dir."""
     command = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILES / locustfile), "--headless",
@@ -96,7 +96,9 @@ def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list
         env["OPENAI_API_KEY"] = api_key  # by environment, never on a command line others can read
     # Locust's own printed stats are rounded and would sit beside ours: they go to a log file.
     with open(out_dir / "locust.log", "w") as log:
-        code = subprocess.run(command, env=env, cwd=out_dir, stdout=log, stderr=subprocess.STDOUT).returncode
+        pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+        code = subprocess.run(command, env=env, cwd=out_dir, stdout=log, stderr=subprocess.STDOUT,
+                              preexec_fn=pin).returncode
     if code != 0:
         raise UsageError(f"locust exited with code {code}; see {out_dir / 'locust.log'}")
     return code

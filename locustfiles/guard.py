@@ -31,12 +31,15 @@ class Guard:
 
     def start(self) -> None:
         if self._greenlet is None:
+            self._started = (time.perf_counter(), _cpu_s())
             self._greenlet = gevent.spawn(self._watch)
 
     def stop(self) -> None:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+            t0, cpu0 = self._started
+            self.run_wall_s, self.run_cpu_s = time.perf_counter() - t0, _cpu_s() - cpu0
 
     def _watch(self) -> None:
         last_t, last_cpu = time.perf_counter(), _cpu_s()
@@ -59,14 +62,16 @@ class Guard:
     def summary(self) -> dict:
         lags = sorted(s[1] for s in self.samples)
         shares = [s[2] for s in self.samples]
+        run = {"run_wall_s": getattr(self, "run_wall_s", None), "run_cpu_s": getattr(self, "run_cpu_s", None)}
         if not lags:
-            return {"samples": 0}
+            return {"samples": 0, **run}
         return {
+            **run,
             "samples": len(lags),
             "lag_p50_s": lags[len(lags) // 2],
             "lag_max_s": lags[-1],
             "cpu_mean": sum(shares) / len(shares),
-            "saturated_samples": sum(1 for t in self._saturated_times),
+            "saturated_samples": len(self._saturated_times),
         }
 
 

@@ -7,10 +7,12 @@ end-to-end entry (name = phase) and a ``TTFT`` entry per request: the live view 
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import gevent.lock
 from locust import FastHttpUser, events
@@ -219,4 +221,10 @@ def _start_guard(environment, **_kwargs) -> None:
 
 @events.test_stop.add_listener
 def _stop_guard(environment, **_kwargs) -> None:
+    """Stop watching, and leave this process's own cost beside its records (client-HOST-PID.json)."""
+    if guard._greenlet is None:
+        return
     guard.stop()
+    out = Path(environment.parsed_options.llm_out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"client-{sink().client_host}-{os.getpid()}.json").write_text(json.dumps(guard.summary()))

@@ -1,0 +1,39 @@
+"""The selftest runs end to end at a small size, and its figures are sane (not a speed assertion)."""
+
+import pandas as pd
+import pytest
+
+from llm_bench.selftest import TABLE_COLUMNS, accuracy
+from tests.conftest import run_cli
+
+
+def test_small_selftest_prints_a_complete_table_with_bounded_errors(tmp_path):
+    result = run_cli("selftest", "--small", "--out", str(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "TTFT err p50 ms" in result.stdout and "trust" in result.stdout
+    table = pd.read_csv(tmp_path / "selftest.csv")
+    assert list(table.columns) == TABLE_COLUMNS and len(table) == 2
+    assert table.notna().all().all()
+    # Light load: the client's errors are small (generous bounds: CI machines are shared).
+    assert (table["ttft_err_p50_ms"].abs() < 20).all()
+    assert (table["decode_err_p50_pct"].abs() < 2).all()
+    assert (table["delivered_share"] > 0.9).all() and (table["delivered_share"] < 1.05).all()
+
+
+def test_accuracy_joins_on_request_id_and_computes_each_figure():
+    records = pd.DataFrame({
+        "scenario": ["chat", "chat", "warmup"], "ok": [True, True, True], "request_id": ["a", "b", "w"],
+        "ttft_s": [0.105, 0.210, 0.01], "decode_tps": [99.0, 101.0, None], "t_send": [10.0, 10.5, 9.0],
+        "e2e_s": [2.0, 2.0, 0.1], "completion_tokens": [100, 100, 8], "flags": ["", "client_saturated", ""],
+    })
+    truth = pd.DataFrame({"request_id": ["a", "b", "w"], "ttft_s": [0.100, 0.200, 0.01],
+                          "decode_tps": [100.0, 100.0, None], "t_arrival": [10.001, 10.501, 9.0],
+                          "t_last_token": [12.0, 12.5, 9.1], "completion_tokens": [100, 100, 8]})
+    row = accuracy(records, truth, {"run_cpu_s": 0.0208, "run_wall_s": 3.0})
+    assert row["requests"] == 2
+    assert row["ttft_err_p50_ms"] == pytest.approx(7.5)
+    assert row["decode_err_p50_pct"] == pytest.approx(0.0)
+    assert row["delivered_tps"] == pytest.approx(200 / 2.5)
+    assert row["true_tps"] == pytest.approx(200 / (12.5 - 10.001))
+    assert row["cpu_us_per_token"] == pytest.approx(0.0208 / 208 * 1e6)
+    assert row["saturated"] == 1 and not row["trustworthy"]
