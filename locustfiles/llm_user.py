@@ -27,6 +27,7 @@ from locustfiles import options as _options  # noqa: F401 - registers our comman
 from locustfiles import transport
 from locustfiles.guard import guard
 from locustfiles.sink import sink
+from locustfiles import llm_tab  # noqa: F401,E402 - the web UI's LLM tab (after the sink: it listens to it)
 
 
 Judge = Callable[[Record, Recorder], None]

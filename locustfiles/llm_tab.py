@@ -1,0 +1,75 @@
+"""An "LLM" tab in Locust's own web UI: a live table per scenario and phase, and the per-request CSV.
+
+Locust's page shows extra tabs, tables and CSV links named in its template arguments, and fills a
+tab's table from an ``extended_stats`` entry of its periodic /stats/requests answer. Figures come
+from our records (never Locust's rounded stats); on a master they arrive with the workers' reports.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from locust import events
+
+from bench_tasks.live_table import COLUMNS, LiveTable
+from bench_tasks.records_file import read_jsonl, write_csv
+from locustfiles.sink import sink
+
+TAB_KEY = "llm"
+TITLES = {"scenario": "Scenario", "phase": "Phase", "requests": "Requests", "errors": "Errors",
+          "ttft_p50_s": "TTFT p50 (s)", "ttft_p95_s": "TTFT p95 (s)", "decode_tps_p50": "Decode tok/s p50",
+          "total_tps_now": "Total tok/s now (10 s)", "total_tps_phase": "Total tok/s (phase)"}
+table = LiveTable()
+
+
+@events.init.add_listener
+def _extend_web_ui(environment, **_kwargs) -> None:
+    web_ui = environment.web_ui
+    if not web_ui:
+        return
+    sink().listeners.append(table.add)
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB_KEY}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": TAB_KEY, "structure": [{"key": column, "title": TITLES[column]} for column in COLUMNS]}]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "./llm/requests.csv", "title": "Download LLM per-request CSV (llm-bench requests.csv)"}]
+
+    @web_ui.app.after_request
+    def _add_llm_table(response):
+        from flask import request
+
+        if request.path == "/stats/requests" and response.is_json:
+            data = response.get_json()
+            data["extended_stats"] = [{"key": TAB_KEY, "data": [_display(row) for row in table.rows()]}]
+            response.set_data(json.dumps(data))
+        return response
+
+    @web_ui.app.route("/llm/requests.csv")
+    def _requests_csv():
+        from flask import send_file
+
+        writer = sink()._writer
+        rows = read_jsonl(writer.path)[0] if writer is not None else []
+        path = Path(tempfile.mkdtemp()) / "requests.csv"
+        write_csv(rows, path)
+        return send_file(path, mimetype="text/csv", as_attachment=True, download_name="requests.csv")
+
+
+@events.test_start.add_listener
+def _reset(environment, **_kwargs) -> None:
+    table.reset()
+
+
+def _display(row: dict) -> dict:
+    """Rounded for the eye only; a missing figure shows as an en dash, never 0."""
+    shown = {}
+    for key, value in row.items():
+        if value is None:
+            shown[key] = "–"
+        elif isinstance(value, float):
+            shown[key] = round(value, 3 if key.endswith("_s") else 1)
+        else:
+            shown[key] = value
+    return shown

@@ -1,0 +1,97 @@
+"""The LLM tab: the live table's figures, and Locust's real web UI serving it during a run."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from bench_tasks.live_table import LiveTable
+from tests.conftest import ROOT
+
+
+def record(phase="chat", ok=True, ttft=0.1, decode=50.0, tokens=100, start=1000.0, e2e=2.0, scenario="chat"):
+    return {"scenario": scenario, "phase": phase, "ok": ok, "ttft_s": ttft if ok else None,
+            "decode_tps": decode if ok else None, "completion_tokens": tokens if ok else None,
+            "t_start": start, "e2e_s": e2e}
+
+
+def test_live_table_figures_exact_and_failures_counted_not_averaged():
+    table = LiveTable()
+    for i, ttft in enumerate([0.1, 0.2, 0.3, 0.4, 1.0]):
+        table.add(record(ttft=ttft, decode=40.0 + i, start=1000.0 + i))
+    table.add(record(ok=False, start=1005.0))
+    table.add(record(scenario="warmup", phase="warmup-chat"))
+    table.add(record(phase="burst-4", ok=False))
+    rows = {row["phase"]: row for row in table.rows()}
+    chat = rows["chat"]
+    assert (chat["requests"], chat["errors"]) == (6, 1)
+    assert chat["ttft_p50_s"] == pytest.approx(0.3) and chat["ttft_p95_s"] == pytest.approx(0.88)
+    assert chat["decode_tps_p50"] == pytest.approx(42.0)
+    assert chat["total_tps_phase"] == pytest.approx(500 / 6.0)  # 1000 .. 1006
+    assert chat["total_tps_now"] == pytest.approx(500 / 10.0)
+    burst = rows["burst-4"]  # every request failed: no figure, not 0
+    assert burst["errors"] == 1 and burst["ttft_p50_s"] is None and burst["total_tps_phase"] is None
+    assert "warmup-chat" not in rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()
+
+
+def test_web_ui_serves_the_llm_tab_and_fills_it_during_a_run(start_sim, tmp_path):
+    sim = start_sim(decode_tps=200.0)
+    port = free_port()
+    ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "quick_suite.py"),
+                           "--host", sim.url, "--web-host", "127.0.0.1", "--web-port", str(port),
+                           "--llm-out", str(tmp_path / "run")], cwd=tmp_path,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        page = _wait(lambda: get(base + "/").decode())
+        args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0].rstrip(";"))
+        assert args["extended_tabs"] == [{"title": "LLM", "key": "llm"}]
+        assert "./llm/requests.csv" in json.dumps(args["extended_csv_files"])
+        form = urllib.parse.urlencode({"user_count": 1, "spawn_rate": 1, "host": sim.url, "runs": 1,
+                                       "only": "chat,burst", "bursts": "1,2"}).encode()
+        urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
+
+        def filled():
+            stats = json.loads(get(base + "/stats/requests"))
+            rows = {row["phase"]: row for row in stats["extended_stats"][0]["data"]}
+            assert {"chat", "burst-1", "burst-2"} <= set(rows)
+            return rows
+
+        rows = _wait(filled, timeout_s=90)
+        assert rows["chat"]["requests"] == 3 and rows["chat"]["errors"] == 0
+        assert isinstance(rows["chat"]["ttft_p50_s"], float)
+        csv_text = get(base + "/llm/requests.csv").decode()
+        assert csv_text.splitlines()[0].startswith("scenario,phase,round")
+        assert sum(1 for line in csv_text.splitlines() if line.startswith("chat,")) == 3
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
+
+
+def _wait(probe, timeout_s: float = 30.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return probe()
+        except Exception:  # noqa: BLE001 - not ready yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
