@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from bench_tasks.stream import _quantile
+from bench_tasks.stream import quantile
 
 WINDOW_S = 10.0  # "now": tokens of requests that ended in the last 10 s (wall clock, across machines)
 COLUMNS = ("scenario", "phase", "requests", "errors", "ttft_p50_s", "ttft_p95_s", "decode_tps_p50",
@@ -69,9 +69,9 @@ class _Phase:
         return {
             "requests": self.requests,
             "errors": self.errors,
-            "ttft_p50_s": _quantile(ttfts, 0.5) if ttfts else None,
-            "ttft_p95_s": _quantile(ttfts, 0.95) if ttfts else None,
-            "decode_tps_p50": _quantile(decodes, 0.5) if decodes else None,
+            "ttft_p50_s": quantile(ttfts, 0.5) if ttfts else None,
+            "ttft_p95_s": quantile(ttfts, 0.95) if ttfts else None,
+            "decode_tps_p50": quantile(decodes, 0.5) if decodes else None,
             "total_tps_now": recent / WINDOW_S if self.ends and self.last_end >= now - WINDOW_S else None,
             "total_tps_phase": self.tokens / span if span > 0 else None,
         }

@@ -196,8 +196,8 @@ class Recorder:
             record.decode_tps = after_first / record.decode_s
             record.itl_s = record.decode_s / after_first
         gaps = sorted(b - a for a, b in zip(times, times[1:]))
-        record.gap_p50_s = _quantile(gaps, 0.5)
-        record.gap_p95_s = _quantile(gaps, 0.95)
+        record.gap_p50_s = quantile(gaps, 0.5)
+        record.gap_p95_s = quantile(gaps, 0.95)
         record.gap_max_s = gaps[-1]
 
     def _fill_engine_timings(self, record: Record) -> None:
@@ -237,7 +237,7 @@ def _since(t: float | None, t0: float) -> float | None:
     return None if t is None else t - t0
 
 
-def _quantile(sorted_values: list[float], q: float) -> float:
+def quantile(sorted_values: list[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default), on a sorted list."""
     position = (len(sorted_values) - 1) * q
     low = int(position)

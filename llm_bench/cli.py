@@ -107,42 +107,38 @@ def common_locust_args(args) -> list[str]:
 
 
 def run_chat(args, argv: list[str]) -> int:
-    from analysis import load, overview
-
-    out_dir = headless.prepare_out_dir(args.out)
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
-    with headless.target_server(args.host, out_dir) as url:
-        models = headless.check_server(url, api_key, args.model)
-        headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, {"workload": "chat"})
-        extra = common_locust_args(args) + ["--llm-requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
-        extra += ["--ignore-eos"] if args.ignore_eos else []
-        code = headless.run_locust("chat.py", url, out_dir, args.users, extra, api_key)
-    records, _info = load.load_run(out_dir)
-    print(overview.format_overview(overview.overview(records)))
-    print(f"records: {Path(out_dir) / 'requests.csv'}")
-    return 0 if code == 0 else code
+    extra = ["--llm-requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
+    extra += ["--ignore-eos"] if args.ignore_eos else []
+    measure(args, argv, "chat.py", args.users, extra, {"workload": "chat"})
+    return 0
 
 
 def run_quick(args, argv: list[str]) -> int:
+    from analysis import report
+
+    started = time.perf_counter()
+    out_dir = measure(args, argv, "quick_suite.py", 1, suite_locust_args(args),
+                      {"workload": "quick", "suite": vars_for_settings(args)})
+    print(f"suite ran in {time.perf_counter() - started:.0f} s")
+    for path in report.write_report(out_dir):
+        print(f"report: {path}")
+    return 0
+
+
+def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str], settings: dict) -> Path:
+    """The measuring commands' common path: the target, its settings, Locust headless, a summary."""
     from analysis import load, overview
 
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
-    started = time.perf_counter()
     with headless.target_server(args.host, out_dir) as url:
         models = headless.check_server(url, api_key, args.model)
-        headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key,
-                                {"workload": "quick", "suite": vars_for_settings(args)})
-        extra = common_locust_args(args) + suite_locust_args(args)
-        code = headless.run_locust("quick_suite.py", url, out_dir, 1, extra, api_key)
+        headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, settings)
+        headless.run_locust(locustfile, url, out_dir, users, common_locust_args(args) + extra, api_key)
     records, _info = load.load_run(out_dir)
     print(overview.format_overview(overview.overview(records)))
-    print(f"suite ran in {time.perf_counter() - started:.0f} s; records: {out_dir / 'requests.csv'}")
-    from analysis import report
-
-    for path in report.write_report(out_dir):
-        print(f"report: {path}")
-    return code
+    print(f"records: {out_dir / 'requests.csv'}")
+    return out_dir
 
 
 def vars_for_settings(args) -> dict:
