@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -95,3 +97,49 @@ def _wait(probe, timeout_s: float = 30.0):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium, installed when missing (CI runs as root); no browser is downloaded at run time."""
+    path = shutil.which("chromium")
+    if path is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=300)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], env=env, check=False, timeout=600)
+        path = shutil.which("chromium")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium could not be installed with apt-get")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return path
+
+
+def test_llm_tab_renders_in_a_real_browser(chromium, start_sim, tmp_path):
+    sim = start_sim(decode_tps=200.0)
+    port = free_port()
+    ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "quick_suite.py"),
+                           "--host", sim.url, "--web-host", "127.0.0.1", "--web-port", str(port),
+                           "--llm-out", str(tmp_path / "run")], cwd=tmp_path,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: get(base + "/"))
+        form = urllib.parse.urlencode({"user_count": 1, "spawn_rate": 1, "host": sim.url, "runs": 1,
+                                       "only": "chat,burst", "bursts": "1,2"}).encode()
+        urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
+
+        def rendered() -> str:
+            dom = subprocess.run(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=6000", "--dump-dom",
+                 f"{base}/?tab=llm"], capture_output=True, text=True, timeout=60).stdout
+            assert "TTFT p50 (s)" in dom and "burst-2" in dom and ">chat<" in dom
+            return dom
+
+        dom = _wait(rendered, timeout_s=120)
+        assert "Decode tok/s p50" in dom and ">LLM<" in dom
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
