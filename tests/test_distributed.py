@@ -104,3 +104,18 @@ def _worker_holding_the_chat_user(out: Path, workers: list[subprocess.Popen]) ->
                 return next(w for w in workers if w.pid == pid)
         time.sleep(0.2)
     raise AssertionError("no worker started the chat phase")
+
+
+def test_processes_on_one_machine_merge_every_record(start_sim, tmp_path):
+    sim = start_sim(decode_tps=300.0)
+    out = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-m", "locust", "-f", str(SUITE), "--headless", "--processes", "2",
+                             "--host", sim.url, "--llm-out", str(out), "--sizes", "300", "--needle-sizes", "400",
+                             "--runs", "2", "--bursts", "1,4"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out)
+    measured = records[records["scenario"] != "warmup"]
+    assert measured.groupby("phase").size().to_dict() == expected_counts(
+        sizes=(300,), needle_sizes=(400,), runs=2, bursts=(1, 4))
+    assert len(list(out.glob("worker-*.jsonl"))) == 2
