@@ -56,20 +56,13 @@ def get(url: str) -> bytes:
 
 def test_web_ui_serves_the_llm_tab_and_fills_it_during_a_run(start_sim, tmp_path):
     sim = start_sim(decode_tps=200.0)
-    port = free_port()
-    ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "quick_suite.py"),
-                           "--host", sim.url, "--web-host", "127.0.0.1", "--web-port", str(port),
-                           "--llm-out", str(tmp_path / "run")], cwd=tmp_path,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+    ui, base = start_web_ui(sim.url, tmp_path)
     try:
         page = _wait(lambda: get(base + "/").decode())
         args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0].rstrip(";"))
         assert args["extended_tabs"] == [{"title": "LLM", "key": "llm"}]
         assert "./llm/requests.csv" in json.dumps(args["extended_csv_files"])
-        form = urllib.parse.urlencode({"user_count": 1, "spawn_rate": 1, "host": sim.url, "runs": 1,
-                                       "only": "chat,burst", "bursts": "1,2"}).encode()
-        urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
+        start_run(base, sim.url)
 
         def filled():
             stats = json.loads(get(base + "/stats/requests"))
@@ -86,6 +79,22 @@ def test_web_ui_serves_the_llm_tab_and_fills_it_during_a_run(start_sim, tmp_path
     finally:
         ui.terminate()
         ui.wait(timeout=30)
+
+
+def start_web_ui(host: str, tmp_path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "quick_suite.py"),
+                           "--host", host, "--web-host", "127.0.0.1", "--web-port", str(port),
+                           "--llm-out", str(tmp_path / "run")], cwd=tmp_path,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return ui, f"http://127.0.0.1:{port}"
+
+
+def start_run(base: str, host: str) -> None:
+    """Press start as the form does, with the suite's options from the form."""
+    form = urllib.parse.urlencode({"user_count": 1, "spawn_rate": 1, "host": host, "runs": 1,
+                                   "only": "chat,burst", "bursts": "1,2"}).encode()
+    urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
 
 
 def _wait(probe, timeout_s: float = 30.0):
@@ -117,17 +126,10 @@ def chromium() -> str:
 
 def test_llm_tab_renders_in_a_real_browser(chromium, start_sim, tmp_path):
     sim = start_sim(decode_tps=200.0)
-    port = free_port()
-    ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "quick_suite.py"),
-                           "--host", sim.url, "--web-host", "127.0.0.1", "--web-port", str(port),
-                           "--llm-out", str(tmp_path / "run")], cwd=tmp_path,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+    ui, base = start_web_ui(sim.url, tmp_path)
     try:
         _wait(lambda: get(base + "/"))
-        form = urllib.parse.urlencode({"user_count": 1, "spawn_rate": 1, "host": sim.url, "runs": 1,
-                                       "only": "chat,burst", "bursts": "1,2"}).encode()
-        urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
+        start_run(base, sim.url)
 
         def rendered() -> str:
             dom = subprocess.run(
