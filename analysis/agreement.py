@@ -28,8 +28,8 @@ ENGINE_CLOCK_COLUMNS = ["phase", "round", "turn", "client_host", "request_id", "
                         "ttft_diff_pct"]
 ENGINE_CLOCK_METRICS = ("client_decode_tps", "engine_decode_tps", "decode_diff_pct", "ttft_diff_ms",
                         "ttft_diff_pct")
-METRICS_COLUMNS = ["phase", "window_s", "client_requests", "warmup_requests_in_window", "warmup_requests_straddling",
-                   "records_outside_window", "engine_ttft_mean_s", "client_ttft_mean_s", "engine_prompt_tokens",
+METRICS_COLUMNS = ["phase", "window_s", "engine_requests", "client_requests", "client_failed_requests",
+                   "warmup_requests_in_window", "warmup_requests_straddling", "records_outside_window", "engine_ttft_mean_s", "client_ttft_mean_s", "engine_prompt_tokens",
                    "client_prompt_tokens", "engine_generation_tokens", "client_completion_tokens"]
 VLLM_SERIES = {"ttft_histogram": "vllm:time_to_first_token_seconds",
                "prompt_tokens_total": "vllm:prompt_tokens_total",
@@ -141,7 +141,8 @@ def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict 
     """Per phase with counters read before and after it: the engine's figures beside the client's.
 
     - engine_ttft_mean_s = Δ ttft_histogram_sum / Δ ttft_histogram_count over the phase's window
-      (the time between the before and the after reading); engine_prompt_tokens and
+      (the time between the before and the after reading); engine_requests is Δ ttft_histogram_count
+      (the requests whose first token the engine timed); engine_prompt_tokens and
       engine_generation_tokens are the counters' deltas.
     - The client side holds the phase's successful records AND the successful warm-ups sent
       inside the window: the engine counted those too. A warm-up (phase ``warmup-<scenario>``) is
@@ -154,27 +155,32 @@ def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict 
       only part of their tokens, which explains a small difference.
     - client_ttft_mean_s = mean ttft_s of those records; client_prompt_tokens and
       client_completion_tokens their sums (missing when no record has the count).
+    - client_failed_requests counts the failed records the engine may have counted but the client
+      side leaves out (the phase's own, and warm-ups sent inside the window): an answer that was
+      only an end-of-sequence token has a first token for the engine and none for the client. The
+      means compare like with like only when engine_requests == client_requests.
     """
     if metrics.empty:
         return pd.DataFrame(columns=METRICS_COLUMNS)
     names = series_names(metrics, names)
     deltas = counter_deltas(metrics)
-    ok = succeeded(records)
-    start = _number(ok, "t_send") + _number(ok, "clock_offset_s").fillna(0)
-    end = start + _number(ok, "e2e_s")
+    ok = records["ok"].fillna(False).astype(bool)
+    start = _number(records, "t_send") + _number(records, "clock_offset_s").fillna(0)
+    end = start + _number(records, "e2e_s")
     rows = []
     for phase, window in deltas.iterrows():
         inside = start.between(window["t_before"], window["t_after"])
-        own = ok["phase"] == phase
-        warmup = ok["scenario"] == "warmup"
+        own = records["phase"] == phase
+        warmup = records["scenario"] == "warmup"
         running = pd.concat([(start < t) & (end >= t) for t in (window["t_before"], window["t_after"])],
                             axis=1).any(axis=1)
-        counted = ok[own | (warmup & inside)]
+        mine = own | (warmup & inside)
         rows.append({"phase": phase, "window_s": window["t_after"] - window["t_before"],
-                     "client_requests": len(counted), "warmup_requests_in_window": int((warmup & inside).sum()),
-                     "warmup_requests_straddling": int((warmup & running).sum()),
-                     "records_outside_window": int((own & ~inside).sum()),
-                     **_engine_side(window, names), **_client_side(counted)})
+                     "client_requests": int((mine & ok).sum()), "client_failed_requests": int((mine & ~ok).sum()),
+                     "warmup_requests_in_window": int((warmup & inside & ok).sum()),
+                     "warmup_requests_straddling": int((warmup & running & ok).sum()),
+                     "records_outside_window": int((own & ok & ~inside).sum()),
+                     **_engine_side(window, names), **_client_side(records[mine & ok])})
     return pd.DataFrame(rows, columns=METRICS_COLUMNS)
 
 
@@ -184,7 +190,8 @@ def _engine_side(window: pd.Series, names: dict) -> dict:
 
     ttft = names["ttft_histogram"]
     ttft_sum, ttft_count = delta(f"{ttft}_sum" if ttft else ""), delta(f"{ttft}_count" if ttft else "")
-    return {"engine_ttft_mean_s": ttft_sum / ttft_count if ttft_count > 0 else float("nan"),
+    return {"engine_requests": ttft_count,
+            "engine_ttft_mean_s": ttft_sum / ttft_count if ttft_count > 0 else float("nan"),
             "engine_prompt_tokens": delta(names["prompt_tokens_total"]),
             "engine_generation_tokens": delta(names["generation_tokens_total"])}
 

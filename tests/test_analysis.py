@@ -245,6 +245,8 @@ def test_metrics_agreement_counts_warmups_inside_the_window():
          "completion_tokens": 8},
         {"phase": "warmup-chat", "scenario": "warmup", "t_send": 5.0, "ttft_s": 9.0, "prompt_tokens": 99},
         {"phase": "warmup-chat", "scenario": "warmup", "t_send": 9.5, "e2e_s": 1.0, "ttft_s": 0.1},  # straddles
+        {"phase": "chat", "scenario": "chat", "t_send": 13.0, "ok": False, "error": "empty_answer",
+         "prompt_tokens": 30, "completion_tokens": 1},
         round=1)
     metrics = pd.DataFrame([
         ("chat", "before", 10.0, "vllm:time_to_first_token_seconds_sum", 1.0),
@@ -261,6 +263,8 @@ def test_metrics_agreement_counts_warmups_inside_the_window():
     assert row["engine_prompt_tokens"] == 70 and row["client_prompt_tokens"] == 70
     assert row["warmup_requests_in_window"] == 1 and row["records_outside_window"] == 0
     assert row["warmup_requests_straddling"] == 1
+    # The engine timed 4 first tokens; the client 3, and says one failed record may be the fourth.
+    assert row["engine_requests"] == 4 and row["client_requests"] == 3 and row["client_failed_requests"] == 1
     assert math.isnan(row["engine_generation_tokens"])  # not read: missing, not 0
     long = agreement.metrics_table(table.reset_index())
     check(long, "engine_metrics", "chat", "engine_prompt_tokens", 70, NAN, NAN, 3)
