@@ -93,7 +93,7 @@ class LLMUser(FastHttpUser):
         """One short request, never counted: it opens the connection (a first request would also
         time the TCP connect and the resolver) and wakes the server."""
         record = self.new_record("warmup", f"warmup-{self.scenario}")
-        self.stream_chat(record, [{"role": "user", "content": "Say hello."}], 8)
+        self.stream_chat(record, [{"role": "user", "content": "Say hello."}], 8, ignore_eos=True)
 
     # -- building blocks for workloads --
     def new_record(self, scenario: str, phase: str, **labels) -> Record:

@@ -96,7 +96,12 @@ def test_vllm_ttft_beside_its_own_histogram(vllm_server, tmp_path):
     table = metrics_agreement(load_records(out), metrics)
     for phase in ("chat", "prompt-1k"):
         row = table.set_index("phase").loc[phase]
-        print(f"vLLM {phase}: engine TTFT mean {row['engine_ttft_mean_s']:.4f} s, client {row['client_ttft_mean_s']:.4f} s")
+        print(f"vLLM {phase}: engine TTFT mean {row['engine_ttft_mean_s']:.4f} s over {row['engine_requests']:.0f}"
+              f" requests, client {row['client_ttft_mean_s']:.4f} s over {row['client_requests']}"
+              f" ({row['client_failed_requests']} failed)")
+        # Both means over the same requests (a CI run once compared 3 engine requests with 2 of the
+        # client's: a fresh prompt answered only by end-of-sequence has no first token for the client).
+        assert row["client_failed_requests"] == 0 and row["engine_requests"] == row["client_requests"]
         # vLLM's clock runs from its API server's arrival stamp to its first-token stamp; ours from the
         # send to the token's arrival. They agree to within a few percent (a few ms of stamp placement);
         # a client figure far above the engine's is a delivery delay the engine cannot see.
