@@ -53,35 +53,28 @@ def phases(records: pd.DataFrame, scenario: str | None = None):
         yield phase, kept[kept["phase"] == phase]
 
 
+def runs_table(records: pd.DataFrame, scenario: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    """Per phase of ``scenario``: each column's median within each run, then over the runs."""
+    rows = []
+    for phase, group in phases(records, scenario):
+        ok = succeeded(group)
+        rows += long_rows(scenario, phase, {column: over_runs(ok, column) for column in columns})
+    return long_frame(rows)
+
+
 def chat_table(records: pd.DataFrame) -> pd.DataFrame:
     """Chat decode tok/s and first token, median over runs of each run's median."""
-    rows = []
-    for phase, group in phases(records, "chat"):
-        ok = succeeded(group)
-        rows += long_rows("chat", phase, {"decode_tps": over_runs(ok, "decode_tps"),
-                                          "ttft_s": over_runs(ok, "ttft_s")})
-    return long_frame(rows)
+    return runs_table(records, "chat", ("decode_tps", "ttft_s"))
 
 
 def prompt_table(records: pd.DataFrame) -> pd.DataFrame:
     """Per fresh-prompt size: prompt tok/s, first token and the prompt's measured tokens, over runs."""
-    rows = []
-    for phase, group in phases(records, "prompt"):
-        ok = succeeded(group)
-        rows += long_rows("prompt", phase, {"prompt_tps": over_runs(ok, "prompt_tps"),
-                                            "ttft_s": over_runs(ok, "ttft_s"),
-                                            "prompt_tokens": over_runs(ok, "prompt_tokens")})
-    return long_frame(rows)
+    return runs_table(records, "prompt", ("prompt_tps", "ttft_s", "prompt_tokens"))
 
 
 def agent_table(records: pd.DataFrame) -> pd.DataFrame:
     """Agent first token and decode tok/s: each session's median over its turns, then over sessions."""
-    rows = []
-    for phase, group in phases(records, "agent"):
-        ok = succeeded(group)
-        rows += long_rows("agent", phase, {"ttft_s": over_runs(ok, "ttft_s"),
-                                           "decode_tps": over_runs(ok, "decode_tps")})
-    return long_frame(rows)
+    return runs_table(records, "agent", ("ttft_s", "decode_tps"))
 
 
 def agent_turns_table(records: pd.DataFrame) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench_tasks.records_file import read_jsonl
 from bench_tasks.suite import SuiteOptions, plan
 from tests.conftest import ROOT, load_records
 
@@ -82,7 +83,7 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     finally:
         for process in [master, *workers]:
             process.kill()
-    lost = pd.read_json(out / "lost-workers.jsonl", lines=True, convert_dates=False)
+    lost = pd.DataFrame(read_jsonl(out / "lost-workers.jsonl")[0])
     assert len(lost) == 1 and lost.loc[0, "lost_at"] > 0
     records = load_records(out)
     measured = records[records["scenario"] != "warmup"]

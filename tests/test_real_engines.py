@@ -72,8 +72,9 @@ def test_smollm2_finds_the_needle(smollm2_server, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     needles = load_records(out).query("scenario == 'needle'")
     assert needles["ok"].all() and len(needles) == 3
-    # A 135M model is not reliable: measured 3/3, 3/3 and 1/3 over runs (the cache-busting marker
-    # changes each run). Random weights find 0/3; so does a badly built haystack (the old one did).
+    # A 135M model is not reliable (the cache-busting marker changes each run). Measured over 8 runs
+    # at 2k: found at 10% 2/8, at 50% 8/8, at 90% 7/8; no run found none. Random weights find 0/3;
+    # so does a badly built haystack (the old one did).
     assert needles["needle_found"].sum() >= 1, needles[["needle_depth", "needle_found"]]
 
 
