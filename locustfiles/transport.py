@@ -25,13 +25,24 @@ DISCONNECT_ERRORS = (HTTPConnectionClosed, HTTPParseError, ConnectionError, EOFE
 
 
 def timed_lines(response, clock=time.perf_counter) -> Iterator[tuple[float, bytes]]:
-    """Yield (arrival time, line) for each line of the body, stamped the moment it is read."""
-    read_line = response._response.readline
+    """Yield (arrival time, line) for each line of the body.
+
+    A line that needed a read from the socket is stamped when that read returns. A line already
+    whole in the buffer came with an earlier read and keeps that read's stamp: lines that arrived
+    together share one stamp (which is how a lumped delivery is recognised), and the time spent
+    parsing the lines ahead of it is not charged to the server. The first stamp is taken at once:
+    body bytes already buffered came with the headers.
+    """
+    raw = response._response
+    stamp = clock()
     while True:
-        line = read_line(b"\n")
+        buffered = b"\n" in raw._body_buffer
+        line = raw.readline(b"\n")
         if not line:
             return
-        yield clock(), line
+        if not buffered:
+            stamp = clock()
+        yield stamp, line
 
 
 def classify(exc: BaseException) -> str:
