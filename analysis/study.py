@@ -24,7 +24,7 @@ import pandas as pd
 from analysis.records import flags_seen, has_flag, measured, of_scenario, phase_order, succeeded
 from analysis.spread import NAN, long_frame, long_rows, median, p95, share, single, spread
 
-KNOWN_FLAGS = ("cache_hit", "client_saturated")
+KNOWN_FLAGS = ("cache_hit", "client_saturated", "bunched")
 TABLE_TITLES = {
     "requests": "Requests, failures and flags per phase",
     "chat": "One person at a time: chat",
@@ -228,6 +228,10 @@ def warnings(records: pd.DataFrame) -> list[str]:
         if cached:
             notes.append(f"{phase}: {cached} of {len(group)} fresh prompts were served from the cache; "
                          "their prompt figures do not measure prompt processing.")
+        bunched = int(has_flag(group, "bunched").sum())
+        if bunched:
+            notes.append(f"{phase}: {bunched} of {len(group)} streams arrived in lumps; their decode and gap "
+                         "figures time the delivery, not the generation.")
         if succeeded(group).empty:
             notes.append(f"{phase}: all {len(group)} requests failed; it shows no figure.")
     return notes

@@ -38,7 +38,7 @@ class Record:
     http_status: int | None = None
     done: bool = False  # the stream ended with data: [DONE]
     finish_reason: str | None = None
-    flags: str = ""  # ';'-joined: cache_hit, client_saturated, ...
+    flags: str = ""  # ';'-joined: cache_hit, client_saturated, bunched, ...
     # -- durations (time.perf_counter, seconds from sending) --
     ttfb_s: float | None = None  # response headers received
     ttft_s: float | None = None  # first event carrying content, reasoning or tool-call text
@@ -53,6 +53,7 @@ class Record:
     cached_tokens: int | None = None
     usage_source: str = ""  # usage | counted (no usage chunk: one token per content event assumed)
     content_events: int = 0
+    bunched_events: int = 0  # content events read in the same chunk as the one before
     first_event_tokens: float | None = None
     first_event_tokens_source: str = ""  # usage (per-event usage) | estimate (completion_tokens / content_events)
     tokens_per_event: float | None = None

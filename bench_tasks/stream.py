@@ -18,6 +18,9 @@ Definitions (the README repeats them):
 - ``first_event_tokens``: from per-event usage when the server streams it (vLLM's
   continuous_usage_stats), else estimated as completion_tokens / content_events.
 - ``prompt_tps = prompt_tokens / ttft_s``.
+- ``bunched_events``: content events stamped the same as the content event before them, i.e. read
+  in the same chunk. The caller gives all lines of one read one stamp. Above half of the gaps, the
+  record is flagged ``bunched``: the events came in lumps, and their times are the delivery's.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ from collections.abc import Iterable, Iterator
 
 from sseclient import SSEClient
 
-from bench_tasks.record import Record
+from bench_tasks.record import Record, add_flag
 
 # Error classes a stream itself can produce (the transport adds its own: see README).
 MALFORMED_EVENT = "malformed_event"
 STREAM_ERROR = "stream_error"
 NO_DONE = "no_done"
 EMPTY_ANSWER = "empty_answer"
+BUNCHED_SHARE = 0.5  # of the gaps between content events, zero (same read) above this: flag `bunched`
 
 
 class Recorder:
@@ -44,6 +48,7 @@ class Recorder:
         self.t_headers: float | None = None
         self.t_end: float | None = None
         self.event_times: list[float] = []  # content events only
+        self.bunched_events = 0  # content events read in the same chunk as the content event before
         self.first_event_usage: dict | None = None
         self.usage: dict | None = None
         self.timings: dict | None = None
@@ -107,6 +112,8 @@ class Recorder:
         if text or (tool_calls and _has_tool_text(tool_calls)):
             if not self.event_times:
                 self.first_event_usage = usage
+            elif t == self.event_times[-1]:  # one chunk, one stamp: the same read
+                self.bunched_events += 1
             self.event_times.append(t)
             if text:
                 self._pieces.append(text)
@@ -152,6 +159,9 @@ class Recorder:
         record.ttfb_s = _since(self.t_headers, self.t_send)
         record.e2e_s = _since(self.t_end, self.t_send)
         record.content_events = len(self.event_times)
+        record.bunched_events = self.bunched_events
+        if is_bunched(record.content_events, self.bunched_events):
+            add_flag(record, "bunched")
         self._fill_tokens(record)
         self._fill_engine_timings(record)
         if self.event_times:
@@ -210,6 +220,13 @@ class Recorder:
         record.engine_predicted_ms = timings.get("predicted_ms")
         record.engine_predicted_tps = timings.get("predicted_per_second")
         record.engine_cache_n = timings.get("cache_n")
+
+
+def is_bunched(content_events: int, bunched_events: int) -> bool:
+    """More than half of the gaps between content events were zero: the events reached us in lumps
+    (a buffering proxy, a starved server loop, or a client that fell behind), so the per-event times
+    are the delivery's, not the generation's, and decode and gap figures say little about the engine."""
+    return content_events >= 3 and bunched_events > BUNCHED_SHARE * (content_events - 1)
 
 
 def _has_tool_text(tool_calls: list) -> bool:

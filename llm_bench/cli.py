@@ -127,7 +127,7 @@ def run_quick(args, argv: list[str]) -> int:
 
 def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str], settings: dict) -> Path:
     """The measuring commands' common path: the target, its settings, Locust headless, a summary."""
-    from analysis import load, overview
+    from analysis import load, overview, study
 
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
@@ -137,6 +137,8 @@ def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str]
         headless.run_locust(locustfile, url, out_dir, users, common_locust_args(args) + extra, api_key)
     records, _info = load.load_run(out_dir)
     print(overview.format_overview(overview.overview(records)))
+    for warning in study.warnings(records):
+        print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
     return out_dir
 

@@ -201,3 +201,20 @@ def test_assemble_keeps_parallel_calls_apart():
     deltas = [[{"index": 1, "function": {"name": "b", "arguments": "{}"}}],
               [{"index": 0, "function": {"name": "a", "arguments": "{"}}], [{"index": 0, "function": {"arguments": "}"}}]]
     assert [c["name"] + c["arguments"] for c in assemble_tool_calls(deltas)] == ["a{}", "b{}"]
+
+
+def test_events_read_in_one_chunk_are_counted_and_a_lumped_stream_is_flagged():
+    # Tokens at 1.0, 1.1, then the remaining four in one read at 1.5: 3 of 5 gaps are zero.
+    events = standard_events(6)
+    times = [0.5, 1.0, 1.1, 1.5, 1.5, 1.5, 1.5, 1.6, 1.6, 1.6]
+    _, lumped = measure(list(zip(times, events)))
+    assert lumped.bunched_events == 3 and lumped.flags == "bunched"
+    assert lumped.gap_p50_s == 0.0 and lumped.decode_tps == pytest.approx(5 / 0.5)  # kept, but flagged
+    # Two of five zero: speculative-style pairs, not a lump.
+    times = [0.5, 1.0, 1.0, 1.2, 1.2, 1.4, 1.5, 1.6, 1.6, 1.6]
+    _, paired = measure(list(zip(times, events)))
+    assert paired.bunched_events == 2 and paired.flags == ""
+    # The whole stream in one read: no decode time at all, so no rate (missing, not infinite).
+    _, whole = measure([(2.0, b"".join(events))], t_send=0.0)
+    assert whole.bunched_events == 5 and whole.flags == "bunched"
+    assert whole.ttft_s == whole.e2e_s == 2.0 and whole.decode_tps is None
