@@ -17,7 +17,8 @@ http500, http429 (Retry-After: 1), non_sse (200 text/html), drop (connection clo
 events), malformed (one invalid-JSON event after 3), error_event (an error event after 3, then
 [DONE]), stall (silent for stall_s or `X-Sim-Stall-S` after 3, then closed), no_done, no_usage,
 keepalive (`: ping` comments between events), crlf (CRLF line endings), split (bytes in small
-fragments with sub-millisecond gaps).
+fragments with sub-millisecond gaps), buffered (the whole stream held and sent at its end, as a
+buffering proxy or a starved event loop delivers it; the truth log keeps the generation times).
 
 Truth log (JSONL, one line per finished request, flushed per line; times are perf_counter seconds,
 CLOCK_MONOTONIC, comparable with the client's): request_id, fault, status, t_arrival (request fully

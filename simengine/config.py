@@ -10,7 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 
 # Faults that shape a 200 stream; the default pool for random injection.
-STREAM_FAULTS = ("drop", "malformed", "error_event", "stall", "no_done", "no_usage", "keepalive", "crlf", "split")
+STREAM_FAULTS = ("drop", "malformed", "error_event", "stall", "no_done", "no_usage", "keepalive", "crlf", "split",
+                 "buffered")
 # Faults that replace the whole response.
 RESPONSE_FAULTS = ("http500", "http429", "non_sse")
 FAULT_KINDS = STREAM_FAULTS + RESPONSE_FAULTS

@@ -40,6 +40,7 @@ class Connection(asyncio.Protocol):
         self.open = False
         self.on_lost = None  # set while a stream is in flight: called if the client goes away
         self.splitter: Splitter | None = None  # set by the `split` fault for one response
+        self.held: bytearray | None = None  # set by the `buffered` fault: the response leaves at its end
         self.continue_sent = False
 
     # -- asyncio.Protocol --
@@ -134,7 +135,8 @@ class Connection(asyncio.Protocol):
         return self.write(frame(payload))
 
     def end_stream(self) -> None:
-        self.write(b"0\r\n\r\n")
+        held, self.held = self.held, None
+        self.write(bytes(held or b"") + b"0\r\n\r\n")
         self.finish_response()
 
     def finish_response(self) -> None:
@@ -146,6 +148,7 @@ class Connection(asyncio.Protocol):
 
     def next_response(self) -> None:
         self.splitter = None
+        self.held = None
         self.busy = False
         if not self.keep_alive:
             self.close()
@@ -160,7 +163,11 @@ class Connection(asyncio.Protocol):
         return "".join(lines)
 
     def write(self, data: bytes) -> float:
-        """Write now (or queue behind pending fragments); returns the perf_counter stamp of the write."""
+        """Write now (or queue behind pending fragments, or hold until the stream ends); returns the
+        perf_counter stamp of the write (of the holding, for a held stream)."""
+        if self.held is not None:
+            self.held += data
+            return perf_counter()
         if self.splitter is not None:
             return self.splitter.push(data)
         # is_closing: a reset seen by a failed send is only reported (connection_lost) on the next loop turn
@@ -174,6 +181,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.on_lost = None
+        self.held = None
         if self.open:
             self.open = False
             self.transport.close()

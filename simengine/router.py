@@ -125,6 +125,8 @@ class Router:
         encoder = ChunkEncoder(request_id, config.model, int(time.time()), chat, crlf=fault == "crlf")
         if fault == "split":
             connection.splitter = Splitter(connection, self.engine.scheduler, random.Random(request_id))
+        elif fault == "buffered" and body.get("stream"):
+            connection.held = bytearray()
         generation = Generation(
             self.engine, connection, request_id, answer, encoder, stream=bool(body.get("stream")),
             include_usage=bool(stream_options.get("include_usage")),

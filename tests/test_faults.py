@@ -28,6 +28,7 @@ FAULTS = {
     "keepalive": "",
     "crlf": "",
     "split": "",
+    "buffered": "",
 }
 SCENARIOS = ("chat", "agent", "burst")
 
@@ -54,6 +55,14 @@ def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(start_sim, tmp
     if kind == "http429":
         assert measured["error_detail"].str.contains("Retry-After").all()
         assert len(read_truth(sim.truth_log)) == len(records)  # recorded, never retried
+    if kind == "buffered":
+        # The whole stream came at its end: flagged, first token and end together, and the summary warns.
+        streamed = measured[measured["content_events"] >= 3]
+        assert len(streamed) >= 3 and streamed["flags"].str.contains("bunched").all()
+        assert ((streamed["e2e_s"] - streamed["ttft_s"]) < 0.05).all(), streamed[["ttft_s", "e2e_s"]]
+        assert "arrived in lumps" in result.stdout
+    else:
+        assert not measured["flags"].str.contains("bunched").any(), measured[["phase", "bunched_events"]]
     if kind == "no_usage":
         assert (measured["usage_source"] == "counted").all() and measured["prompt_tokens"].isna().all()
     # The summary counts the failures per phase next to the figures.
