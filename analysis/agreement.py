@@ -29,8 +29,9 @@ ENGINE_CLOCK_COLUMNS = ["phase", "round", "turn", "client_host", "request_id", "
 ENGINE_CLOCK_METRICS = ("client_decode_tps", "engine_decode_tps", "decode_diff_pct", "ttft_diff_ms",
                         "ttft_diff_pct")
 METRICS_COLUMNS = ["phase", "window_s", "engine_requests", "client_requests", "client_failed_requests",
-                   "warmup_requests_in_window", "warmup_requests_straddling", "records_outside_window", "engine_ttft_mean_s", "client_ttft_mean_s", "engine_prompt_tokens",
-                   "client_prompt_tokens", "engine_generation_tokens", "client_completion_tokens"]
+                   "warmup_requests_in_window", "warmup_requests_straddling", "records_outside_window",
+                   "engine_ttft_mean_s", "client_ttft_mean_s", "engine_prompt_tokens", "client_prompt_tokens",
+                   "engine_generation_tokens", "client_completion_tokens"]
 VLLM_SERIES = {"ttft_histogram": "vllm:time_to_first_token_seconds",
                "prompt_tokens_total": "vllm:prompt_tokens_total",
                "generation_tokens_total": "vllm:generation_tokens_total"}
