@@ -8,36 +8,33 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.records import measured, succeeded
+
 OVERVIEW_COLUMNS = ["phase", "requests", "errors", "ttft_median_s", "ttft_p95_s", "decode_tps_median",
                     "total_tps"]
 
 
-def measured(records: pd.DataFrame) -> pd.DataFrame:
-    """Requests that count: not warm-ups."""
-    return records[records["scenario"] != "warmup"]
-
-
 def total_tps(group: pd.DataFrame) -> float | None:
     """Generated tokens of the successful requests over the wall time the group spanned."""
-    ok = group[group["ok"].fillna(False)]
-    if ok.empty:
+    tokens = pd.to_numeric(succeeded(group)["completion_tokens"], errors="coerce").sum(min_count=1)
+    if pd.isna(tokens):  # no count at all: missing, not 0
         return None
     start = group["t_send"].min()
     end = (group["t_send"] + group["e2e_s"]).max()
     span = end - start
-    return float(ok["completion_tokens"].sum() / span) if span and span > 0 else None
+    return float(tokens / span) if pd.notna(span) and span > 0 else None
 
 
 def overview(records: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for phase, group in measured(records).groupby("phase", sort=False):
-        ok = group[group["ok"].fillna(False)]
+        ok = succeeded(group)
         ttft = ok["ttft_s"].dropna()
         decode = ok["decode_tps"].dropna()
         rows.append({
             "phase": phase,
             "requests": len(group),
-            "errors": int((~group["ok"].fillna(False)).sum()),
+            "errors": len(group) - len(ok),
             "ttft_median_s": ttft.median() if len(ttft) else None,
             "ttft_p95_s": ttft.quantile(0.95) if len(ttft) else None,
             "decode_tps_median": decode.median() if len(decode) else None,

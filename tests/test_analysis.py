@@ -211,6 +211,19 @@ def test_study_has_the_long_columns_and_overview_still_works():
     assert list(table["phase"]) == ["burst-4"] and table.loc[0, "errors"] == 1
 
 
+def test_overview_total_tps_without_any_token_count_is_missing_not_zero():
+    records = frame({"t_send": 1.0, "e2e_s": 2.0, "ttft_s": 0.5}, {"t_send": 1.5, "e2e_s": 2.0, "ttft_s": 0.6},
+                    scenario="chat", phase="chat", round=1)
+    table = overview.overview(records)
+    assert table.loc[0, "total_tps"] is None and table.loc[0, "ttft_median_s"] == pytest.approx(0.55)
+
+
+def test_a_phase_with_lumped_streams_is_warned_about():
+    records = frame({"flags": "bunched"}, {"flags": ""}, scenario="chat", phase="chat", round=1)
+    assert study.warnings(records) == ["chat: 1 of 2 streams arrived in lumps; their decode and gap figures "
+                                       "time the delivery, not the generation."]
+
+
 # -- agreement with the engine --------------------------------------------------------------------
 
 def test_engine_clock_like_for_like_with_a_convention_parameter():
