@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,10 +39,23 @@ def read_truth(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `llm-bench ARGS` exactly as a user would."""
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
+            cpus: set[int] | None = None) -> subprocess.CompletedProcess:
+    """Run `llm-bench ARGS` exactly as a user would (on ``cpus`` only, and its children too, if given)."""
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     return subprocess.run([sys.executable, "-m", "llm_bench.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+                          timeout=timeout, cwd=ROOT, env=env, preexec_fn=pin)
+
+
+def split_cores(sim) -> set[int] | None:
+    """Give the simulated engine the first core and return the others for the client, as `llm-bench
+    selftest` does: an accuracy figure is the client's, not the scheduler's when both share a core.
+    None (nothing pinned) on a one-core machine."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return None
+    os.sched_setaffinity(sim.popen.pid, {cores[0]})
+    return set(cores[1:])
 
 
 def load_records(out_dir: Path) -> pd.DataFrame:

@@ -6,7 +6,7 @@ machine-wide monotonic clock, so the times are directly comparable).
 
 import pytest
 
-from tests.conftest import load_records, read_truth, run_cli
+from tests.conftest import load_records, read_truth, run_cli, split_cores
 
 
 @pytest.mark.parametrize("users", [1, 12])
@@ -15,8 +15,10 @@ def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_even
     sim = start_sim(slots=12, decode_tps=60.0, tokens_per_event=tokens_per_event,
                     answer_tokens_min=60, answer_tokens_max=100)
     out = tmp_path / "run"
+    # Engine and client on cores of their own (measured on 2 shared cores at 12 users: p50 1.3-2.9 ms,
+    # the client reading late while the engine held its core; pinned: 0.6-0.9 ms).
     result = run_cli("run", "chat", "--host", sim.url, "--users", str(users), "--requests", str(2 * users),
-                     "--out", str(out))
+                     "--out", str(out), cpus=split_cores(sim))
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out)
     measured = records[records["scenario"] == "chat"]
@@ -26,8 +28,10 @@ def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_even
     assert len(joined) == len(measured)  # every request found in the engine's log
 
     ttft_error_s = (joined["ttft_s"].astype(float) - joined["ttft_s_true"].astype(float)).abs()
-    assert ttft_error_s.median() <= 0.002, ttft_error_s.describe()
     decode_error = (joined["decode_tps"].astype(float) / joined["decode_tps_true"].astype(float) - 1).abs()
+    print(f"users {users}, {tokens_per_event} token(s)/event: |TTFT error| p50 {ttft_error_s.median() * 1000:.3f} ms,"
+          f" max {ttft_error_s.max() * 1000:.3f} ms; |decode error| p50 {decode_error.median() * 100:.4f}%")
+    assert ttft_error_s.median() <= 0.002, ttft_error_s.describe()
     assert decode_error.median() <= 0.01, decode_error.describe()
     assert (joined["completion_tokens"].astype(int) == joined["completion_tokens_true"].astype(int)).all()
     assert (joined["tokens_per_event"].astype(float).round() == tokens_per_event).all()
