@@ -12,7 +12,8 @@ Use:
 Endpoints: GET /health, /v1/models, /metrics (vLLM names); POST /v1/chat/completions,
 /v1/completions (stream or not), /tokenize (llama.cpp `content` or vLLM `prompt`/`messages`).
 
-Faults, per request with the header `X-Sim-Fault: KIND` or at random (`fault_rate`, `fault_kinds`):
+Faults, per request with the header `X-Sim-Fault: KIND` or the model `fault/KIND` (listed by
+/v1/models after the served model), or at random (`fault_rate`, `fault_kinds`):
 http500, http429 (Retry-After: 1), non_sse (200 text/html), drop (connection closed after 3 content
 events), malformed (one invalid-JSON event after 3), error_event (an error event after 3, then
 [DONE]), stall (silent for stall_s or `X-Sim-Stall-S` after 3, then closed), no_done, no_usage,

@@ -15,6 +15,7 @@ STREAM_FAULTS = ("drop", "malformed", "error_event", "stall", "no_done", "no_usa
 # Faults that replace the whole response.
 RESPONSE_FAULTS = ("http500", "http429", "non_sse")
 FAULT_KINDS = STREAM_FAULTS + RESPONSE_FAULTS
+FAULT_MODEL_PREFIX = "fault/"  # asking for model fault/KIND injects KIND, like the X-Sim-Fault header
 
 HELP = {
     "host": "address to bind (keep 127.0.0.1)",

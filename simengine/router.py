@@ -11,7 +11,7 @@ import traceback
 from time import perf_counter
 
 from simengine.answer import Question, plan_answer
-from simengine.config import FAULT_KINDS, RESPONSE_FAULTS, SimConfig
+from simengine.config import FAULT_KINDS, FAULT_MODEL_PREFIX, RESPONSE_FAULTS, SimConfig
 from simengine.connection import Connection, HttpRequest, Splitter, error_body
 from simengine.engine import Engine
 from simengine.generation import Generation
@@ -61,9 +61,12 @@ class Router:
         connection.send_json(200, {"status": "ok"})
 
     def models(self, connection: Connection, _request: HttpRequest) -> None:
-        model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "llm-bench-sim",
-                 "max_model_len": self.config.ctx_len}
-        connection.send_json(200, {"object": "list", "data": [model]})
+        # The served model first (clients take the first); then one name per fault kind, for clients
+        # that can choose a model but cannot add a header.
+        names = [self.config.model, *(f"{FAULT_MODEL_PREFIX}{kind}" for kind in FAULT_KINDS)]
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "llm-bench-sim",
+                 "max_model_len": self.config.ctx_len} for name in names]
+        connection.send_json(200, {"object": "list", "data": data})
 
     def metrics(self, connection: Connection, _request: HttpRequest) -> None:
         text = self.engine.metrics.render(self.engine.running, len(self.engine.queue), self.engine.scheduler.lateness)
@@ -105,7 +108,7 @@ class Router:
         config = self.config
         self.counter += 1
         request_id = f"{'chatcmpl' if chat else 'cmpl'}-sim{self.id_prefix}{self.counter:07d}"
-        fault = self._pick_fault(request)
+        fault = self._pick_fault(request, body)
         tokens = tokenize(text)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -135,11 +138,14 @@ class Router:
             stall_s=float(request.headers.get("x-sim-stall-s") or config.stall_s))
         self.engine.submit(generation)
 
-    def _pick_fault(self, request: HttpRequest) -> str | None:
-        asked = request.headers.get("x-sim-fault")
+    def _pick_fault(self, request: HttpRequest, body: dict) -> str | None:
+        model = str(body.get("model") or "")
+        asked = request.headers.get("x-sim-fault") or (
+            model[len(FAULT_MODEL_PREFIX):] if model.startswith(FAULT_MODEL_PREFIX) else "")
         if asked:
             if asked not in FAULT_KINDS:
-                raise RequestError(400, f"unknown X-Sim-Fault {asked!r}; known: {', '.join(FAULT_KINDS)}")
+                raise RequestError(400, f"unknown fault {asked!r} (X-Sim-Fault or model {FAULT_MODEL_PREFIX}KIND);"
+                                        f" known: {', '.join(FAULT_KINDS)}")
             return asked
         if self.config.fault_rate > 0 and self.fault_kinds and self.fault_rng.random() < self.config.fault_rate:
             return self.fault_rng.choice(self.fault_kinds)

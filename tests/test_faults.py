@@ -69,6 +69,14 @@ def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(start_sim, tmp
     assert "errors" in result.stdout
 
 
+def test_a_fault_asked_for_by_model_name_as_the_readme_shows(tmp_path):
+    out = tmp_path / "faults"
+    result = run_cli("run", "chat", "--model", "fault/malformed", "--requests", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    chat = load_records(out).query("scenario == 'chat'")
+    assert len(chat) == 3 and set(chat["error"]) == {"malformed_event"} and (chat["model"] == "fault/malformed").all()
+
+
 def test_prompt_longer_than_the_context_is_context_exceeded(start_sim, tmp_path):
     sim = start_sim(ctx_len=2048)
     out = tmp_path / "run"
