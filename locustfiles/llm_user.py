@@ -148,7 +148,7 @@ class LLMUser(FastHttpUser):
 
     def _measure(self, resp, t_send: float, record: Record) -> Recorder:
         """Read one response to its end; the clock starts when the request really left."""
-        t_headers = time.perf_counter()
+        t_headers = transport.received_at(getattr(resp, "_response", None))
         recorder = Recorder(transport.sent_at(resp) or t_send)
         recorder.headers(t_headers)
         _read(resp, recorder, record)

@@ -7,7 +7,10 @@ as soon as it arrives. It is private API, so every use of it lives in this modul
 
 from __future__ import annotations
 
+import platform
 import socket
+import struct
+import sys
 import time
 from collections.abc import Iterator
 
@@ -27,22 +30,28 @@ DISCONNECT_ERRORS = (HTTPConnectionClosed, HTTPParseError, ConnectionError, EOFE
 def timed_lines(response, clock=time.perf_counter) -> Iterator[tuple[float, bytes]]:
     """Yield (arrival time, line) for each line of the body.
 
-    A line that needed a read from the socket is stamped when that read returns. A line already
-    whole in the buffer came with an earlier read and keeps that read's stamp: lines that arrived
-    together share one stamp (which is how a lumped delivery is recognised), and the time spent
-    parsing the lines ahead of it is not charged to the server. The first stamp is taken at once:
-    body bytes already buffered came with the headers.
+    A line that needed a read from the socket is stamped by that read: when the kernel received
+    its last packet (see StampedSocket), else when the read returned. A line already whole in the
+    buffer came with an earlier read and keeps that read's stamp: lines that arrived together share
+    one stamp (which is how a lumped delivery is recognised), and the time spent parsing the lines
+    ahead of it is not charged to the server. Body bytes already buffered came with the headers.
     """
     raw = response._response
-    stamp = clock()
+    stamp = received_at(raw, clock)
     while True:
         buffered = b"\n" in raw._body_buffer
         line = raw.readline(b"\n")
         if not line:
             return
         if not buffered:
-            stamp = clock()
+            stamp = received_at(raw, clock)
         yield stamp, line
+
+
+def received_at(raw, clock=time.perf_counter) -> float:
+    """When the bytes of the connection's last read arrived: the kernel's stamp, else now."""
+    stamp = getattr(getattr(raw, "_sock", None), "t_received", None)
+    return clock() if stamp is None else stamp
 
 
 def classify(exc: BaseException) -> str:
@@ -83,23 +92,66 @@ def drain(response) -> None:
         discard(response)
 
 
+# Linux stamps every received packet in the kernel when asked (SO_TIMESTAMPNS; 35 on x86-64 and
+# arm64, whose ancillary data is a 64-bit struct timespec). Elsewhere reads are stamped as they return.
+KERNEL_STAMPS = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "aarch64", "arm64")
+SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("qq")
+_ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
+
+
+def kernel_arrival(ancdata: list, wall_now: float, perf_now: float, not_before: float | None) -> float | None:
+    """The kernel's receive stamp from recvmsg's ancillary data, on the perf_counter clock.
+
+    The kernel stamps in wall-clock time; the wall-to-perf_counter offset is read at the same
+    moment as the data. A stamp outside [the request's send, now] can only come from the wall
+    clock being stepped in between: it is not used (None), and the read's own time stands in.
+    """
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            stamp = perf_now - (wall_now - (seconds + nanoseconds * 1e-9))
+            if stamp <= perf_now and (not_before is None or stamp >= not_before):
+                return stamp
+    return None
+
+
 class StampedSocket(gevent.socket.socket):
-    """A socket that notes when a request really left.
+    """A socket that notes when a request really left and when each read's bytes arrived.
 
     Between Locust's call and the send, the connection pool checks the socket with a zero-timeout
     select, which lets other greenlets run first; with a dozen streams that is milliseconds. The
     request's clock starts here, at the send, so that time is not charged to the server.
+
+    Likewise a busy client reads an event some time after it arrived. With kernel stamps, the
+    arrival is the kernel's time for the last packet a read returned (one more system-call field,
+    about 1 us), so the client's own delays do not count as the server's.
     """
 
     t_sent: float | None = None
+    t_received: float | None = None  # perf_counter; None when the last read carried no kernel stamp
 
     def sendall(self, data, flags=0):
         self.t_sent = time.perf_counter()
+        self.t_received = None  # a new request: nothing of it has arrived yet
         return super().sendall(data, flags)
+
+    def recv(self, bufsize, flags=0):
+        if not KERNEL_STAMPS:
+            return super().recv(bufsize, flags)
+        data, ancdata, _flags, _address = self.recvmsg(bufsize, _ANCILLARY_BYTES, flags)
+        self.t_received = kernel_arrival(ancdata, time.time(), time.perf_counter(), self.t_sent)
+        return data
 
 
 def _stamped_tcp_socket(_pool, family, socktype, protocol):
-    return StampedSocket(family, socktype, protocol)
+    sock = StampedSocket(family, socktype, protocol)
+    if KERNEL_STAMPS:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass  # a kernel without it: no stamp comes with the data, and reads are stamped as they return
+    return sock
 
 
 ConnectionPool._create_tcp_socket = _stamped_tcp_socket

@@ -1,15 +1,26 @@
-"""How the Locust glue stamps body lines: by the socket read that brought them (fake socket reads)."""
+"""How the Locust glue stamps body lines: by the socket read that brought them (fake socket reads),
+with the kernel's receive stamp where there is one (a real socket)."""
 
-from locustfiles.transport import timed_lines
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from locustfiles.transport import KERNEL_STAMPS, SO_TIMESTAMPNS, _stamped_tcp_socket, kernel_arrival, timed_lines
 
 
 class Reads:
     """geventhttpclient's response as timed_lines sees it: a body buffer filled by reads."""
 
-    def __init__(self, reads: list[tuple[float, bytes]]) -> None:
+    def __init__(self, reads: list[tuple[float, bytes]], kernel_lead_s: float | None = None) -> None:
         self.reads = list(reads)
         self.now = 0.0
         self._body_buffer = bytearray()
+        # With kernel stamps, a read's bytes arrived kernel_lead_s before the read returned.
+        self.kernel_lead_s = kernel_lead_s
+        self._sock = Sock()
 
     def clock(self) -> float:
         # Time passes while the client parses: every reading of the clock is 1 ms after the last.
@@ -23,10 +34,15 @@ class Reads:
                 return line
             self.now, data = self.reads.pop(0)
             self._body_buffer += data
+            self._sock.t_received = None if self.kernel_lead_s is None else self.now - self.kernel_lead_s
         end = self._body_buffer.index(sep) + len(sep)
         line = bytes(self._body_buffer[:end])
         del self._body_buffer[:end]
         return line
+
+
+class Sock:
+    t_received: float | None = None
 
 
 class Response:
@@ -47,3 +63,59 @@ def test_body_bytes_that_came_with_the_headers_keep_the_first_stamp():
     raw.now = 0.25  # the headers' read
     stamped = list(timed_lines(Response(raw), clock=raw.clock))
     assert stamped == [(0.251, b"data: early\n"), (3.001, b"data: late\n")]
+
+
+def test_a_kernel_stamp_replaces_the_time_the_read_returned():
+    raw = Reads([(1.0, b"data: a\n\nda"), (2.0, b"ta: b\n"), (2.5, b"\n")], kernel_lead_s=0.004)
+    raw._sock.t_received = 0.5  # the headers' read
+    raw._body_buffer += b": hi\n"
+    stamped = list(timed_lines(Response(raw), clock=raw.clock))
+    assert stamped == [(0.5, b": hi\n"), (0.996, b"data: a\n"), (0.996, b"\n"), (1.996, b"data: b\n"),
+                       (2.496, b"\n")]
+
+
+def _timespec(wall_s: float) -> list:
+    seconds = int(wall_s)
+    return [(socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("qq", seconds, round((wall_s - seconds) * 1e9)))]
+
+
+def test_kernel_arrival_moves_the_wall_stamp_onto_the_perf_counter_clock():
+    # wall 1000.250 now, perf 7.000 now: a packet stamped at wall 1000.244 arrived at perf 6.994.
+    assert kernel_arrival(_timespec(1000.244), 1000.250, 7.0, not_before=6.9) == pytest.approx(6.994, abs=1e-9)
+    other = [(socket.IPPROTO_IP, 1, b"\0" * 16)]
+    assert kernel_arrival(other + _timespec(1000.244), 1000.250, 7.0, None) == pytest.approx(6.994, abs=1e-9)
+
+
+@pytest.mark.parametrize("wall_stamp, why", [(1000.251, "after now"), (1000.0, "before the request left")])
+def test_a_stamp_the_clocks_cannot_explain_is_not_used(wall_stamp, why):
+    # Only a wall clock stepped between the packet and the read gives these.
+    assert kernel_arrival(_timespec(wall_stamp), 1000.250, 7.0, not_before=6.9) is None, why
+    assert kernel_arrival([], 1000.250, 7.0, None) is None
+
+
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps are read on 64-bit Linux only")
+def test_a_late_read_of_a_real_socket_is_stamped_when_the_bytes_arrived():
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent = {}
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(16)
+            sent["t"] = time.perf_counter()
+            conn.sendall(b"data: x\n")
+            conn.recv(16)  # until the client closes
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
+    sock.connect(listener.getsockname())
+    sock.sendall(b"go")
+    time.sleep(0.2)  # a busy client: the bytes wait in the kernel
+    assert sock.recv(64) == b"data: x\n"
+    t_read = time.perf_counter()
+    sock.close()
+    server.join(5)
+    listener.close()
+    assert sent["t"] - 0.002 <= sock.t_received <= sent["t"] + 0.01  # not the read, 200 ms later
+    assert t_read - sock.t_received > 0.15
