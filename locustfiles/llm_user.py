@@ -148,10 +148,10 @@ class LLMUser(FastHttpUser):
 
     def _measure(self, resp, t_send: float, record: Record) -> Recorder:
         """Read one response to its end; the clock starts when the request really left."""
-        t_headers = transport.received_at(getattr(resp, "_response", None))
-        recorder = Recorder(transport.sent_at(resp) or t_send)
-        recorder.headers(t_headers)
-        _read(resp, recorder, record)
+        sock = transport.request_socket(t_send)
+        recorder = Recorder(t_send if sock is None else sock.t_sent)
+        recorder.headers(transport.received_at(sock))
+        _read(resp, recorder, record, sock)
         recorder.end(time.perf_counter())
         if recorder.error:
             transport.discard(resp)
@@ -164,7 +164,7 @@ class LLMUser(FastHttpUser):
         return recorder
 
 
-def _read(resp, recorder: Recorder, record: Record) -> None:
+def _read(resp, recorder: Recorder, record: Record, sock: transport.StampedSocket | None) -> None:
     error = getattr(resp, "error", None)
     status = resp.status_code or None
     record.http_status = status
@@ -182,7 +182,7 @@ def _read(resp, recorder: Recorder, record: Record) -> None:
         recorder.fail(transport.NOT_SSE, (resp.headers or {}).get("content-type", ""))
         return
     try:
-        recorder.consume(transport.timed_lines(resp))
+        recorder.consume(transport.timed_lines(resp, sock))
     except Exception as exc:  # noqa: BLE001 - every transport failure becomes an error class
         recorder.fail(transport.classify(exc), repr(exc)[:300])
 

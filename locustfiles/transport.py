@@ -12,8 +12,10 @@ import socket
 import struct
 import sys
 import time
+import weakref
 from collections.abc import Iterator
 
+import gevent
 import gevent.socket
 from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
@@ -27,30 +29,31 @@ NOT_SSE = "not_sse"
 DISCONNECT_ERRORS = (HTTPConnectionClosed, HTTPParseError, ConnectionError, EOFError)
 
 
-def timed_lines(response, clock=time.perf_counter) -> Iterator[tuple[float, bytes]]:
-    """Yield (arrival time, line) for each line of the body.
+def timed_lines(response, sock: StampedSocket | None, clock=time.perf_counter) -> Iterator[tuple[float, bytes]]:
+    """Yield (arrival time, line) for each line of the body that came on ``sock``.
 
     A line that needed a read from the socket is stamped by that read: when the kernel received
     its last packet (see StampedSocket), else when the read returned. A line already whole in the
     buffer came with an earlier read and keeps that read's stamp: lines that arrived together share
     one stamp (which is how a lumped delivery is recognised), and the time spent parsing the lines
     ahead of it is not charged to the server. Body bytes already buffered came with the headers.
+    The socket is passed in because the response lets go of it in the read that ends the message.
     """
     raw = response._response
-    stamp = received_at(raw, clock)
+    stamp = received_at(sock, clock)
     while True:
         buffered = b"\n" in raw._body_buffer
         line = raw.readline(b"\n")
         if not line:
             return
         if not buffered:
-            stamp = received_at(raw, clock)
+            stamp = received_at(sock, clock)
         yield stamp, line
 
 
-def received_at(raw, clock=time.perf_counter) -> float:
-    """When the bytes of the connection's last read arrived: the kernel's stamp, else now."""
-    stamp = getattr(getattr(raw, "_sock", None), "t_received", None)
+def received_at(sock: StampedSocket | None, clock=time.perf_counter) -> float:
+    """When the bytes of the socket's last read arrived: the kernel's stamp, else now."""
+    stamp = None if sock is None else sock.t_received
     return clock() if stamp is None else stamp
 
 
@@ -134,6 +137,7 @@ class StampedSocket(gevent.socket.socket):
     def sendall(self, data, flags=0):
         self.t_sent = time.perf_counter()
         self.t_received = None  # a new request: nothing of it has arrived yet
+        _request_sockets[gevent.getcurrent()] = self
         return super().sendall(data, flags)
 
     def recv(self, bufsize, flags=0):
@@ -157,10 +161,18 @@ def _stamped_tcp_socket(_pool, family, socktype, protocol):
 ConnectionPool._create_tcp_socket = _stamped_tcp_socket
 
 
-def sent_at(response) -> float | None:
-    """When the request's bytes were handed to the kernel, if the connection says so."""
-    raw = getattr(response, "_response", None)
-    return getattr(getattr(raw, "_sock", None), "t_sent", None)
+# greenlet -> the socket its last request went out on. The response object is no way to it: it
+# lets go of its socket as soon as the message is complete, often in the read of the headers.
+_request_sockets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def request_socket(t_send: float) -> StampedSocket | None:
+    """The socket on which this greenlet's request, sent at ``t_send`` or later, went out (None
+    when it never left, e.g. the connection was refused)."""
+    sock = _request_sockets.get(gevent.getcurrent())
+    if sock is None or sock.t_sent is None or sock.t_sent < t_send:
+        return None
+    return sock
 
 
 def closed_before_response(response) -> bool:

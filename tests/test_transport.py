@@ -20,7 +20,7 @@ class Reads:
         self._body_buffer = bytearray()
         # With kernel stamps, a read's bytes arrived kernel_lead_s before the read returned.
         self.kernel_lead_s = kernel_lead_s
-        self._sock = Sock()
+        self.sock = self._sock = Sock()
 
     def clock(self) -> float:
         # Time passes while the client parses: every reading of the clock is 1 ms after the last.
@@ -34,7 +34,9 @@ class Reads:
                 return line
             self.now, data = self.reads.pop(0)
             self._body_buffer += data
-            self._sock.t_received = None if self.kernel_lead_s is None else self.now - self.kernel_lead_s
+            self.sock.t_received = None if self.kernel_lead_s is None else self.now - self.kernel_lead_s
+            if not self.reads:
+                self._sock = None  # as geventhttpclient does once the message is complete
         end = self._body_buffer.index(sep) + len(sep)
         line = bytes(self._body_buffer[:end])
         del self._body_buffer[:end]
@@ -52,7 +54,7 @@ class Response:
 
 def test_lines_of_one_read_share_its_stamp_and_a_split_line_waits_for_its_end():
     raw = Reads([(1.0, b"data: a\n\ndata: b\n\nda"), (2.0, b"ta: c\n"), (2.5, b"\n")])
-    stamped = list(timed_lines(Response(raw), clock=raw.clock))
+    stamped = list(timed_lines(Response(raw), raw.sock, clock=raw.clock))
     assert stamped == [(1.001, b"data: a\n"), (1.001, b"\n"), (1.001, b"data: b\n"), (1.001, b"\n"),
                        (2.001, b"data: c\n"), (2.501, b"\n")]
 
@@ -61,15 +63,16 @@ def test_body_bytes_that_came_with_the_headers_keep_the_first_stamp():
     raw = Reads([(3.0, b"data: late\n")])
     raw._body_buffer += b"data: early\n"
     raw.now = 0.25  # the headers' read
-    stamped = list(timed_lines(Response(raw), clock=raw.clock))
+    stamped = list(timed_lines(Response(raw), raw.sock, clock=raw.clock))
     assert stamped == [(0.251, b"data: early\n"), (3.001, b"data: late\n")]
 
 
 def test_a_kernel_stamp_replaces_the_time_the_read_returned():
     raw = Reads([(1.0, b"data: a\n\nda"), (2.0, b"ta: b\n"), (2.5, b"\n")], kernel_lead_s=0.004)
-    raw._sock.t_received = 0.5  # the headers' read
+    raw.sock.t_received = 0.5  # the headers' read
     raw._body_buffer += b": hi\n"
-    stamped = list(timed_lines(Response(raw), clock=raw.clock))
+    stamped = list(timed_lines(Response(raw), raw.sock, clock=raw.clock))
+    # The last read ends the message and the response lets go of its socket: its stamp still counts.
     assert stamped == [(0.5, b": hi\n"), (0.996, b"data: a\n"), (0.996, b"\n"), (1.996, b"data: b\n"),
                        (2.496, b"\n")]
 
