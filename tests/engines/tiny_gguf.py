@@ -103,9 +103,25 @@ def _write(path: Path, tokenizer_json: Path) -> None:
         w.add_tensor(f"blk.{i}.ffn_up.weight", mat(N_FF, N_EMBD))
         w.add_tensor(f"blk.{i}.ffn_down.weight", mat(N_EMBD, N_FF))
     w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
-    w.add_tensor("output.weight", mat(n_vocab, N_EMBD))
+    w.add_tensor("output.weight", _visible_answers(mat(n_vocab, N_EMBD), tokenizer_json))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def _visible_answers(output: np.ndarray, tokenizer_json: Path) -> np.ndarray:
+    """Random weights can fall into a loop of tokens without text of their own (control tokens,
+    lone bytes of a multi-byte character), leaving an answer with no first token to time. Their
+    output rows become 0, and one visible token's row the negative of another's, so for every hidden
+    state some visible token scores above them (as tests/engines/_make_hf_model.py does for vLLM)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    texts = [tokenizer.decode([i]) for i in range(output.shape[0])]
+    invisible = [i for i, text in enumerate(texts) if not text or "\ufffd" in text]
+    visible = sorted(set(range(output.shape[0])) - set(invisible))
+    output[invisible] = 0
+    output[visible[1]] = -output[visible[0]]
+    return output
