@@ -29,7 +29,7 @@ def main() -> None:
                          bos_token_id=pad_id, eos_token_id=eos_id, pad_token_id=pad_id)
     config.dtype = torch.float32
     model = LlamaForCausalLM(config).to(torch.float32)
-    keep_answers_visible(model.lm_head.weight, [tok.decode([i], skip_special_tokens=True) for i in range(len(tok))])
+    keep_answers_visible(model.lm_head.weight, cfg["textless_token_ids"])
     model.generation_config.eos_token_id = eos_id
     model.generation_config.pad_token_id = pad_id
     model.generation_config.bos_token_id = pad_id
@@ -39,18 +39,17 @@ def main() -> None:
     print(json.dumps({"vocab_size": len(tok), "params": sum(p.numel() for p in model.parameters())}))
 
 
-def keep_answers_visible(head, texts: list[str]) -> None:
-    """Random weights can fall into a loop of tokens without text of their own (special tokens,
-    lone bytes of a multi-byte character): 16 generated tokens and no first token to time (seen on
-    vLLM with ignore_eos). Their output rows become 0, and one visible token's row the negative of
-    another's, so for every hidden state some visible token scores above them."""
+def keep_answers_visible(head, textless: list[int]) -> None:
+    """Output rows of the tokens without text of their own become 0, and one visible token's row the
+    negative of another's, so for every hidden state some visible token scores above them (see
+    tokenizer.textless_token_ids)."""
     import torch
 
-    invisible = [i for i, text in enumerate(texts) if not text or "\ufffd" in text]
-    visible = [i for i in range(len(texts)) if i not in set(invisible)]
+    skipped = set(textless)
+    first, second = [i for i in range(head.shape[0]) if i not in skipped][:2]
     with torch.no_grad():
-        head[invisible] = 0.0
-        head[visible[1]] = -head[visible[0]]
+        head[textless] = 0.0
+        head[second] = -head[first]
 
 
 if __name__ == "__main__":

