@@ -12,6 +12,9 @@ Use:
 Endpoints: GET /health, /v1/models, /metrics (vLLM names); POST /v1/chat/completions,
 /v1/completions (stream or not), /tokenize (llama.cpp `content` or vLLM `prompt`/`messages`).
 
+A request for a model it does not serve (neither `model` nor `fault/KIND`) gets HTTP 404, as vLLM
+answers it; a request without a model is served.
+
 Faults, per request with the header `X-Sim-Fault: KIND` or the model `fault/KIND` (listed by
 /v1/models after the served model), or at random (`fault_rate`, `fault_kinds`):
 http500, http429 (Retry-After: 1), non_sse (200 text/html), drop (connection closed after 3 content

@@ -8,8 +8,8 @@ from simengine.config import SimConfig, build_parser
 from simengine.server import serve
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "python -m simengine") -> int:
+    parser = build_parser(prog=prog)
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone (internal)")
     if argv and argv[0] == "--":  # `llm-bench sim -- --port 0` passes its separator through
         argv = argv[1:]

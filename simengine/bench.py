@@ -56,7 +56,7 @@ class BenchStream(asyncio.Protocol):
 
     def send(self) -> None:
         self.sequence += 1
-        body = json.dumps({"model": "sim", "stream": True, "max_tokens": self.max_tokens, "ignore_eos": True,
+        body = json.dumps({"stream": True, "max_tokens": self.max_tokens, "ignore_eos": True,
                            "messages": [{"role": "user", "content": f"stream {self.index} request {self.sequence}"}]})
         head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {self.host}\r\ncontent-type: application/json\r\n"
                 f"content-length: {len(body)}\r\n\r\n")

@@ -93,8 +93,8 @@ class SimConfig:
         return argv
 
 
-def build_parser(default_port: int = 8000) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m simengine", description="llm-bench's simulated engine")
+def build_parser(default_port: int = 8000, prog: str = "python -m simengine") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="llm-bench's simulated engine")
     for spec in dataclasses.fields(SimConfig):
         flag = "--" + spec.name.replace("_", "-")
         default = default_port if spec.name == "port" else spec.default

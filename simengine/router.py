@@ -108,6 +108,12 @@ class Router:
         config = self.config
         self.counter += 1
         request_id = f"{'chatcmpl' if chat else 'cmpl'}-sim{self.id_prefix}{self.counter:07d}"
+        model = body.get("model")
+        if model and model != config.model and not str(model).startswith(FAULT_MODEL_PREFIX):
+            # Like vLLM (serving.py, _check_model): a name it does not serve is refused, not guessed.
+            self._reject(connection, request, request_id, None, 404, error_body(
+                f"The model `{model}` does not exist.", "NotFoundError", 404))
+            return
         fault = self._pick_fault(request, body)
         tokens = tokenize(text)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")

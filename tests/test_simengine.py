@@ -327,7 +327,7 @@ def test_keepalive_crlf_and_split_keep_the_content(sim):
 def test_split_fragments_arrive_separately(sim):
     """Read raw socket bytes: a split stream arrives in many more reads than it has events."""
     parts = urlsplit(sim.url)
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "stream": True,
                        "max_tokens": 12}).encode()
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Sim-Fault: split\r\nConnection: close\r\n"
