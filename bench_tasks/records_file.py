@@ -18,6 +18,29 @@ REQUESTS_CSV = "requests.csv"
 WORKER_JSONL_GLOB = "worker-*.jsonl"  # each worker's own copy, written as it goes
 LOST_WORKERS_JSONL = "lost-workers.jsonl"  # distributed runs: a worker that died, and what it held
 METRICS_JSONL = "metrics.jsonl"  # the engine's Prometheus counters before and after each phase
+PROGRESS_JSONL = "progress.jsonl"  # the suite's plan, each phase's opening and each job handed out
+
+
+# What a Locust run leaves in its directory (records, the engine's counters, progress, the report), and
+# what llm-bench writes beside it before Locust starts. A new run moves an earlier run's files aside.
+RUN_FILES = (RECORDS_JSONL, REQUESTS_CSV, METRICS_JSONL, PROGRESS_JSONL, LOST_WORKERS_JSONL, WORKER_JSONL_GLOB,
+             "client-*.json", "summary.md", "summary.csv", "report.html", "engine_clock.csv", "*.png")
+CLI_RUN_FILES = (*RUN_FILES, "settings.json", "locust.log", "sim-truth.jsonl")
+EARLIER_RUNS = "earlier-runs"
+
+
+def archive_run(directory: Path, patterns: tuple[str, ...] = RUN_FILES) -> Path | None:
+    """Move an earlier run's files in ``directory`` to ``directory/earlier-runs/N`` (N = 1, 2, ...):
+    a new run's files are then its own, and nothing of the earlier one is lost."""
+    present = sorted({path for pattern in patterns for path in directory.glob(pattern) if path.is_file()})
+    if not present:
+        return None
+    earlier = directory / EARLIER_RUNS
+    target = earlier / str(1 + sum(1 for p in earlier.glob("*") if p.is_dir()) if earlier.exists() else 1)
+    target.mkdir(parents=True)
+    for path in present:
+        path.rename(target / path.name)
+    return target
 
 
 class JsonlWriter:

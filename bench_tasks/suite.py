@@ -101,6 +101,7 @@ class Coordinator:
     _waiting: dict = field(default_factory=dict)  # barrier: user -> None until released
     _assigned: dict = field(default_factory=dict)  # user -> job, handed out on its next take
     on_enter: Callable[[Phase | None, Phase | None], None] | None = None
+    on_take: Callable[[Job], None] | None = None  # a job was handed out (progress, not measurement)
     accepting: bool = True
 
     def __post_init__(self) -> None:
@@ -134,6 +135,12 @@ class Coordinator:
         self.accepting = True
 
     def take(self, scenario: str, user: str) -> Job | None:
+        job = self._next_job(scenario, user)
+        if job is not None and self.on_take is not None:
+            self.on_take(job)
+        return job
+
+    def _next_job(self, scenario: str, user: str) -> Job | None:
         phase = self.phase
         if phase is None or phase.scenario != scenario or not self.accepting:
             return None

@@ -18,11 +18,12 @@ from locust import LoadTestShape, task
 from locust.runners import MasterRunner
 
 from bench_tasks import metrics
-from bench_tasks.records_file import LOST_WORKERS_JSONL, METRICS_JSONL, JsonlWriter
+from bench_tasks.records_file import LOST_WORKERS_JSONL, METRICS_JSONL, PROGRESS_JSONL, JsonlWriter
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS, Coordinator, Job, SuiteOptions, plan
 from locustfiles import messaging
 from locustfiles.llm_user import LLMUser, target
+from locustfiles.sink import sink
 
 REPORT_WAIT_S = 3.5  # Locust workers report every 3 s: wait longer before stopping
 
@@ -56,7 +57,11 @@ class SuiteShape(LoadTestShape):
         self.stopped = False
         self._running_class: type | None = None
         self._last_tick: tuple | None = None
-        self.coordinator = Coordinator(plan(options), clock=time.perf_counter, on_enter=self._between_phases)
+        phases = plan(options)
+        sink().start_new_run()  # before this run's first file is opened (test_start comes later)
+        self.progress = ProgressLog(Path(environment.parsed_options.llm_out) / PROGRESS_JSONL, phases)
+        self.coordinator = Coordinator(phases, clock=time.perf_counter, on_enter=self._between_phases,
+                                       on_take=self.progress.job)
         messaging.serve(environment, self.coordinator)
         if current is None:
             environment.events.test_stop.add_listener(self._on_test_stop)
@@ -82,6 +87,7 @@ class SuiteShape(LoadTestShape):
             logging.warning("llm-bench: could not read the engine's metrics: %s", exc)
         finally:
             self.coordinator.begin()
+            self.progress.phase(phase)
 
     def tick(self):
         coordinator = getattr(self, "coordinator", None)
@@ -107,6 +113,7 @@ class SuiteShape(LoadTestShape):
             return self._last_tick
         if self.finished_at is None:
             self.finished_at = time.perf_counter()
+            self.progress.end()
         wait_s = REPORT_WAIT_S if isinstance(self.runner, MasterRunner) else 0.0
         if time.perf_counter() - self.finished_at < wait_s:
             return 0, 100, None
@@ -125,6 +132,28 @@ class SuiteShape(LoadTestShape):
             writer = JsonlWriter(Path(self.runner.environment.parsed_options.llm_out) / LOST_WORKERS_JSONL)
             writer.write(event)
             writer.close()
+
+
+class ProgressLog:
+    """``progress.jsonl``: the plan, each phase as it opens and each job as it is handed out, for
+    the command line's progress line. Once per phase and per job: never per event."""
+
+    def __init__(self, path: Path, phases) -> None:
+        self.writer = JsonlWriter(path)
+        self._write("suite", phases=[{"phase": p.name, "expected_records": p.expected_records} for p in phases])
+
+    def phase(self, phase) -> None:
+        if phase is not None:
+            self._write("phase", phase=phase.name)
+
+    def job(self, job: Job) -> None:
+        self._write("job", phase=job.phase, round=job.round, index=job.index)
+
+    def end(self) -> None:
+        self._write("end")
+
+    def _write(self, event: str, **fields) -> None:
+        self.writer.write({"event": event, "t": time.perf_counter(), **fields})
 
 
 class SuiteUser(LLMUser):

@@ -18,6 +18,7 @@ from bench_tasks.records_file import read_jsonl, write_csv
 from locustfiles.sink import sink
 
 TAB_KEY = "llm"
+REPORT_HTML = "report.html"  # written by `llm-bench report` when a run ends (see the sink)
 TITLES = {"scenario": "Scenario", "phase": "Phase", "requests": "Requests", "errors": "Errors",
           "ttft_p50_s": "TTFT p50 (s)", "ttft_p95_s": "TTFT p95 (s)", "decode_tps_p50": "Decode tok/s p50",
           "total_tps_now": "Total tok/s now (10 s)", "total_tps_phase": "Total tok/s (phase)"}
@@ -34,7 +35,8 @@ def _extend_web_ui(environment, **_kwargs) -> None:
     web_ui.template_args["extended_tables"] = [
         {"key": TAB_KEY, "structure": [{"key": column, "title": TITLES[column]} for column in COLUMNS]}]
     web_ui.template_args["extended_csv_files"] = [
-        {"href": "./llm/requests.csv", "title": "Download LLM per-request CSV (llm-bench requests.csv)"}]
+        {"href": "./llm/requests.csv", "title": "Download LLM per-request CSV (llm-bench requests.csv)"},
+        {"href": "./llm/report.html", "title": "LLM report of the last finished run (llm-bench report.html)"}]
 
     @web_ui.app.after_request
     def _add_llm_table(response):
@@ -55,6 +57,16 @@ def _extend_web_ui(environment, **_kwargs) -> None:
         path = Path(tempfile.mkdtemp()) / "requests.csv"
         write_csv(rows, path)
         return send_file(path, mimetype="text/csv", as_attachment=True, download_name="requests.csv")
+
+
+    @web_ui.app.route("/llm/report.html")
+    def _report_html():
+        from flask import send_file
+
+        path = sink().out_dir / REPORT_HTML
+        if not path.exists():
+            return "No report yet: it is written into --llm-out when a run ends.", 404
+        return send_file(path, mimetype="text/html")
 
 
 @events.test_start.add_listener

@@ -15,6 +15,8 @@ def add_options(parser) -> None:
     # Locust's own add_argument (not an argument group's) knows include_in_web_ui.
     group = parser
     group.add_argument("--llm-out", default="llm-bench-out", help="Directory for records.jsonl and requests.csv")
+    group.add_argument("--no-llm-report", action="store_true", default=False,
+                       help="Do not write the report (summary.md, report.html) into --llm-out when a run ends")
     group.add_argument("--setup", default="", include_in_web_ui=True, help="Label of the serving setup under test")
     group.add_argument("--engine", default="auto", include_in_web_ui=True,
                        help="Engine profile (vllm, llamacpp, sglang, ollama, generic, sim) or auto-detect")

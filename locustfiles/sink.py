@@ -9,14 +9,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from bench_tasks.records_file import RECORDS_JSONL, REQUESTS_CSV, JsonlWriter, read_jsonl, write_csv
+from bench_tasks.records_file import RECORDS_JSONL, REQUESTS_CSV, JsonlWriter, archive_run, read_jsonl, write_csv
 
 REPORT_KEY = "llm_records"
 
@@ -31,12 +35,13 @@ class RecordsSink:
         self._writer: JsonlWriter | None = None
         self._pending: list[dict] = []  # worker: not yet reported to the master
         self.count = 0
+        self._fresh = False  # start_new_run has cleared --llm-out and no record has come since
         self.listeners: list = []  # called with each row where the run's records come together
 
     def writer(self) -> JsonlWriter:
         # Opened on first use: a worker learns --llm-out only when the run starts.
         if self._writer is None:
-            self.out_dir = Path(self.environment.parsed_options.llm_out)
+            self.out_dir = Path(self.environment.parsed_options.llm_out).resolve()
             name = f"worker-{self.client_host}-{os.getpid()}.jsonl" if self.is_worker else RECORDS_JSONL
             self._writer = JsonlWriter(self.out_dir / name)
         return self._writer
@@ -44,11 +49,25 @@ class RecordsSink:
     def add(self, row: dict) -> None:
         self.writer().write(row)
         self.count += 1
+        self._fresh = False
         if self.is_worker:
             self._pending.append(row)
         else:
             for listener in self.listeners:
                 listener(row)
+
+    def start_new_run(self) -> None:
+        """A run begins: an earlier run's files in --llm-out (an earlier run of this web UI, or of
+        another process) move to ``earlier-runs/N``, so this run's records and report are its own.
+        Called more than once as a run starts; only the first call before a record counts."""
+        if self.is_worker or self._fresh:
+            return
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self.out_dir = Path(self.environment.parsed_options.llm_out).resolve()
+        archive_run(self.out_dir)
+        self._fresh = True
 
     def take_pending(self) -> list[dict]:
         pending, self._pending = self._pending, []
@@ -90,13 +109,39 @@ def _receive(client_id, data) -> None:
             _sink.add(row)
 
 
+@events.test_start.add_listener
+def _new_run(environment, **_kwargs) -> None:
+    if _sink is not None:
+        _sink.start_new_run()
+
+
 @events.test_stop.add_listener
 def _write_csv_on_stop(environment, **_kwargs) -> None:
     if _sink is not None and not _sink.is_worker:
-        _sink.write_requests_csv()
+        _sink._fresh = False  # the next run starts afresh, even if this one recorded nothing
+        written = _sink.write_requests_csv()
+        options = environment.parsed_options
+        if written is not None and options is not None and not options.no_llm_report:
+            _reports.append(gevent.spawn(_write_report, _sink.out_dir))
 
 
 @events.quitting.add_listener
 def _write_csv_on_quit(environment, **_kwargs) -> None:
     if _sink is not None and not _sink.is_worker:
         _sink.write_requests_csv()
+    gevent.joinall(_reports, timeout=REPORT_TIMEOUT_S)  # a headless run ends with its report written
+
+
+_reports: list = []
+REPORT_TIMEOUT_S = 300
+
+
+def _write_report(out_dir: Path) -> None:
+    """The run's report, by ``llm-bench report`` in a process of its own: the measuring process never
+    imports the reporting code, and its event loop keeps running while the charts are drawn."""
+    result = subprocess.run([sys.executable, "-m", "llm_bench.cli", "report", str(out_dir)],
+                            capture_output=True, text=True, timeout=REPORT_TIMEOUT_S)
+    if result.returncode == 0:
+        logging.info("llm-bench: report written to %s", out_dir / "report.html")
+    else:
+        logging.warning("llm-bench: the report could not be written: %s", result.stderr.strip()[-500:])

@@ -76,6 +76,22 @@ def test_web_ui_serves_the_llm_tab_and_fills_it_during_a_run(start_sim, tmp_path
         csv_text = get(base + "/llm/requests.csv").decode()
         assert csv_text.splitlines()[0].startswith("scenario,phase,round")
         assert sum(1 for line in csv_text.splitlines() if line.startswith("chat,")) == 3
+        assert "./llm/report.html" in json.dumps(args["extended_csv_files"])
+        # The suite ends by itself; its report is written into --llm-out and served beside the CSV.
+        report = _wait(lambda: get(base + "/llm/report.html").decode(), timeout_s=120)
+        assert "llm-bench summary" in report and "burst-2" in report
+        assert (tmp_path / "run" / "summary.md").exists()
+        # Start again: the second run's records and report are its own; the first run's are kept aside.
+        start_run(base, sim.url)
+        first = tmp_path / "run" / "earlier-runs" / "1"
+
+        def second_report() -> None:
+            assert (first / "report.html").exists() and (tmp_path / "run" / "report.html").exists()
+
+        _wait(second_report, timeout_s=120)
+        for directory in (first, tmp_path / "run"):
+            chat = [line for line in (directory / "requests.csv").read_text().splitlines() if line.startswith("chat,")]
+            assert len(chat) == 3, directory
     finally:
         ui.terminate()
         ui.wait(timeout=30)
