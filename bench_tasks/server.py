@@ -12,6 +12,16 @@ import urllib.error
 import urllib.request
 
 
+def base_url(url: str) -> str:
+    """The server's root URL: what the OpenAI SDK calls the base URL (``.../v1``) works too.
+
+    Every path we send starts with ``/v1`` or is an engine's own root path (``/tokenize``,
+    ``/metrics``, ``/props``), so a trailing ``/v1`` (and slash) is dropped here, once.
+    """
+    root = url.strip().rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
 class ServerError(Exception):
     """The server could not be reached or answered something unusable; the message says what to do."""
 

@@ -16,20 +16,21 @@ import sys
 import time
 from pathlib import Path
 
+from bench_tasks import server
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS
-from llm_bench import headless, selftest
+from llm_bench import headless, progress, selftest
 from llm_bench.headless import UsageError
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["sim"] and not {"-h", "--help"} & set(argv[1:2]):
-        return run_sim_args(argv[1:])  # the simulated engine parses its own options
+    if argv[:1] == ["sim"]:
+        return run_sim_args(argv[1:])  # the simulated engine parses its own options, --help included
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.handler(args, argv)
+        return args.handler(at_the_edge(args), argv)
     except UsageError as exc:
         print(f"llm-bench: error: {exc}", file=sys.stderr)
         return 2
@@ -69,13 +70,28 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_parser(commands)
 
     sim = commands.add_parser("sim", help="serve the simulated engine (an OpenAI-compatible server)")
-    sim.add_argument("sim_args", nargs=argparse.REMAINDER, help="options of `python -m simengine --help`")
+    sim.add_argument("sim_args", nargs=argparse.REMAINDER, help="its options: `llm-bench sim --help`")
     sim.set_defaults(handler=run_sim)
     return parser
 
 
+def at_the_edge(args: argparse.Namespace) -> argparse.Namespace:
+    """Paths made absolute and the host made a base URL, once: nothing past here depends on the
+    working directory (Locust runs in the output directory) or on how the URL was spelled."""
+    for name in ("out", "run_dir"):
+        if getattr(args, name, None):
+            setattr(args, name, str(Path(getattr(args, name)).resolve()))
+    if getattr(args, "run_dirs", None):
+        args.run_dirs = [str(Path(d).resolve()) for d in args.run_dirs]
+    if hasattr(args, "host"):
+        host = args.host or os.environ.get("OPENAI_BASE_URL", "")
+        args.host = server.base_url(host) if host else None
+    return args
+
+
 def add_target_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="base URL of the server (default: start the simulated engine)")
+    parser.add_argument("--host", help="base URL of the server, with or without /v1 (default: $OPENAI_BASE_URL, "
+                                       "else start the simulated engine)")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--setup", default="", help="label of the serving setup (engine, model, card)")
     parser.add_argument("--engine", default="auto", help="engine profile (default: auto-detect)")
@@ -83,6 +99,8 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default="", help="API key (default: $OPENAI_API_KEY); sent only to --host")
     parser.add_argument("--read-timeout", type=_positive_float, default=300.0,
                         help="seconds without a byte before a request counts as stalled (default 300)")
+    parser.add_argument("--fail-on-error", action="store_true",
+                        help="exit 1 when a measured request failed (default: exit 0, failures are in the records)")
 
 
 def add_suite_options(parser: argparse.ArgumentParser) -> None:
@@ -109,38 +127,54 @@ def common_locust_args(args) -> list[str]:
 def run_chat(args, argv: list[str]) -> int:
     extra = ["--llm-requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
     extra += ["--ignore-eos"] if args.ignore_eos else []
-    measure(args, argv, "chat.py", args.users, extra, {"workload": "chat"})
-    return 0
+    _out_dir, failed = measure(args, argv, "chat.py", args.users, extra, {"workload": "chat"},
+                               progress.chat_plan(args.requests, args.users))
+    return exit_status(args, failed)
 
 
 def run_quick(args, argv: list[str]) -> int:
     from analysis import report
 
     started = time.perf_counter()
-    out_dir = measure(args, argv, "quick_suite.py", 1, suite_locust_args(args),
-                      {"workload": "quick", "suite": vars_for_settings(args)})
+    out_dir, failed = measure(args, argv, "quick_suite.py", 1, suite_locust_args(args),
+                              {"workload": "quick", "suite": vars_for_settings(args)}, progress.SUITE_PLAN)
     print(f"suite ran in {time.perf_counter() - started:.0f} s")
     for path in report.write_report(out_dir):
         print(f"report: {path}")
-    return 0
+    return exit_status(args, failed)
 
 
-def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str], settings: dict) -> Path:
-    """The measuring commands' common path: the target, its settings, Locust headless, a summary."""
-    from analysis import load, overview, study
+def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str], settings: dict,
+            plan: progress.Plan) -> tuple[Path, int]:
+    """The measuring commands' common path: the target, its settings, Locust headless, a summary.
+    Returns the output directory and how many measured requests failed."""
+    from analysis import load, overview, records as record_sets, study
 
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
     with headless.target_server(args.host, out_dir) as url:
         models = headless.check_server(url, api_key, args.model)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, settings)
-        headless.run_locust(locustfile, url, out_dir, users, common_locust_args(args) + extra, api_key)
-    records, _info = load.load_run(out_dir)
+        print(f"measuring {url}" + ("" if args.host else " (the built-in simulated engine)"), flush=True)
+        headless.run_locust(locustfile, url, out_dir, users, common_locust_args(args) + extra, api_key,
+                            watch=plan)
+    try:
+        records, _info = load.load_run(out_dir)
+    except load.RunDirError:
+        raise UsageError(f"the run wrote no records; see {out_dir / 'locust.log'}") from None
     print(overview.format_overview(overview.overview(records)))
     for warning in study.warnings(records):
         print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
-    return out_dir
+    return out_dir, len(record_sets.failed(record_sets.measured(records)))
+
+
+def exit_status(args, failed: int) -> int:
+    """0 unless --fail-on-error and a measured request failed (its class is in the records)."""
+    if failed and args.fail_on_error:
+        print(f"llm-bench: {failed} measured request(s) failed (--fail-on-error)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def vars_for_settings(args) -> dict:
@@ -166,7 +200,7 @@ def run_compare(args, argv: list[str]) -> int:
     labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
     if labels and len(labels) != len(args.run_dirs):
         raise UsageError(f"--labels names {len(labels)} setups but {len(args.run_dirs)} directories were given")
-    out_dir = headless.prepare_out_dir(args.out)
+    out_dir = headless.prepare_report_dir(args.out)
     try:
         paths = report.write_compare([Path(d) for d in args.run_dirs], labels, out_dir)
     except load.RunDirError as exc:
@@ -183,7 +217,7 @@ def run_sim(args, argv: list[str]) -> int:
 def run_sim_args(sim_args: list[str]) -> int:
     import simengine.__main__ as sim_main
 
-    return sim_main.main(sim_args) or 0
+    return sim_main.main(sim_args, prog="llm-bench sim") or 0
 
 
 def _positive_int(text: str) -> int:

@@ -19,13 +19,8 @@ from pathlib import Path
 
 import locustfiles
 from bench_tasks import server
-from bench_tasks.records_file import (
-    LOST_WORKERS_JSONL,
-    METRICS_JSONL,
-    RECORDS_JSONL,
-    REQUESTS_CSV,
-    WORKER_JSONL_GLOB,
-)
+from bench_tasks.records_file import CLI_RUN_FILES, archive_run
+from llm_bench import progress
 
 LOCUSTFILES = Path(locustfiles.__file__).resolve().parent
 
@@ -35,7 +30,16 @@ class UsageError(Exception):
 
 
 def prepare_out_dir(out: str) -> Path:
-    """Create DIR and clear the previous run's records, so nothing stale is presented as new."""
+    """Create DIR; an earlier run's files in it move to DIR/earlier-runs/N, so nothing stale is
+    presented as new and nothing measured is lost."""
+    path = prepare_report_dir(out)
+    archive_run(path, CLI_RUN_FILES)
+    return path
+
+
+def prepare_report_dir(out: str) -> Path:
+    """Create DIR if needed and check it is writable; records already in it are left alone (a
+    comparison may be written beside the runs it reads)."""
     path = Path(out)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -44,9 +48,6 @@ def prepare_out_dir(out: str) -> Path:
         probe.unlink()
     except OSError as exc:
         raise UsageError(f"cannot write to output directory {path} ({exc.strerror}); choose another --out") from None
-    for stale in [path / RECORDS_JSONL, path / REQUESTS_CSV, path / METRICS_JSONL, path / LOST_WORKERS_JSONL,
-                  *path.glob(WORKER_JSONL_GLOB)]:
-        stale.unlink(missing_ok=True)
     return path
 
 
@@ -54,7 +55,7 @@ def prepare_out_dir(out: str) -> Path:
 def target_server(host: str | None, out_dir: Path, sim_options: dict | None = None):
     """Yield the base URL to measure: the given host, or a simulated engine started for this run."""
     if host:
-        yield host.rstrip("/")
+        yield server.base_url(host)
         return
     import simengine  # only needed when no server is given
 
@@ -73,35 +74,55 @@ def check_server(url: str, api_key: str, model: str = "") -> dict:
     try:
         models = server.list_models(url, api_key=api_key)
     except server.ServerError as exc:
-        hint = " (give the base URL, without /v1)" if url.rstrip("/").endswith("/v1") else ""
-        raise UsageError(f"{exc}{hint}") from None
+        raise UsageError(str(exc)) from None
     names = [str(m.get("id")) for m in models["data"]]
     if model and model not in names:
-        raise UsageError(f"model {model!r} is not served by {url}; it serves: {', '.join(names)}")
+        # Gateways and proxies list only some of what they route: ask anyway; a refusal is recorded.
+        print(f"warning: model {model!r} is not listed by {url}/v1/models (it lists: {', '.join(names[:8])}"
+              f"{', ...' if len(names) > 8 else ''}); asking for it anyway", file=sys.stderr)
     return models
 
 
 def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list[str], api_key: str,
-               run_time_s: int = 3600, cpu: int | None = None) -> int:
-    """Run one headless Locust; return its exit code. Our records go to out_dir."""
+               run_time_s: int = 3600, cpu: int | None = None, watch: progress.Plan | None = None) -> int:
+    """Run one headless Locust; return its exit code. Our records go to out_dir.
+
+    With ``watch``, a progress line follows the run (read from the files the run writes as it goes).
+    """
     command = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILES / locustfile), "--headless",
         "--host", url, "-u", str(users), "-r", str(max(users, 1)), "-t", f"{run_time_s}s",
         "--llm-out", str(out_dir), "--only-summary", "--loglevel", "INFO", "--stop-timeout", "30",
-        "--exit-code-on-error", "0",
+        "--exit-code-on-error", "0", "--no-llm-report",  # the CLI writes the report itself
         *extra,
     ]
     env = dict(os.environ)
+    env.pop("OPENAI_BASE_URL", None)  # the host is given; Locust must not pick another
     if api_key:
         env["OPENAI_API_KEY"] = api_key  # by environment, never on a command line others can read
     # Locust's own printed stats are rounded and would sit beside ours: they go to a log file.
     with open(out_dir / "locust.log", "w") as log:
         pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-        code = subprocess.run(command, env=env, cwd=out_dir, stdout=log, stderr=subprocess.STDOUT,
-                              preexec_fn=pin).returncode
+        child = subprocess.Popen(command, env=env, cwd=out_dir, stdout=log, stderr=subprocess.STDOUT,
+                                 preexec_fn=pin)
+        try:
+            if watch is not None:
+                progress.follow(child, out_dir, watch, sys.stdout)
+            code = child.wait()
+        finally:
+            _let_finish(child)
     if code != 0:
         raise UsageError(f"locust exited with code {code}; see {out_dir / 'locust.log'}")
     return code
+
+
+def _let_finish(child: subprocess.Popen, grace_s: float = 60.0) -> None:
+    """After Ctrl-C (which reaches Locust too, from the terminal) Locust writes what it has: let it."""
+    try:
+        child.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        child.terminate()
+        child.wait(10)
 
 
 def write_settings(out_dir: Path, url: str, models: dict, argv: list[str], api_key: str, extra: dict) -> None:

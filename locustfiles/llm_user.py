@@ -214,6 +214,23 @@ def _report_live(environment, resp, record: Record) -> None:
     )
 
 
+@events.init.add_listener
+def _default_host(environment, **_kwargs) -> None:
+    """No --host: the OpenAI SDK's OPENAI_BASE_URL, as the OpenAI tools do."""
+    environment.host = environment.host or os.environ.get("OPENAI_BASE_URL") or None
+    _base_url(environment)
+
+
+@events.test_start.add_listener
+def _base_url(environment, **_kwargs) -> None:
+    """A host given as the OpenAI base URL (``.../v1``) is the server's root; a new run (the web UI
+    may change the host between runs) resolves the model and the engine again."""
+    global _target
+    if environment.host:
+        environment.host = server.base_url(environment.host)
+    _target = None
+
+
 @events.test_start.add_listener
 def _start_guard(environment, **_kwargs) -> None:
     if not isinstance(environment.runner, MasterRunner):  # the master sends no requests

@@ -39,12 +39,14 @@ def read_truth(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
-            cpus: set[int] | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None, cpus: set[int] | None = None,
+            cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """Run `llm-bench ARGS` exactly as a user would (on ``cpus`` only, and its children too, if given)."""
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "OPENAI_BASE_URL"} \
+        if "OPENAI_BASE_URL" not in (env or {}) else env  # a developer's own server is never measured
     return subprocess.run([sys.executable, "-m", "llm_bench.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env, preexec_fn=pin)
+                          timeout=timeout, cwd=cwd, env=env, preexec_fn=pin)
 
 
 def split_cores(sim) -> set[int] | None:

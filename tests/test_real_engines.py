@@ -18,7 +18,8 @@ SMALL_SUITE = ["--sizes", "1k,2k", "--needle-sizes", "1k", "--bursts", "1,4", "-
 
 def run_suite(server, tmp_path, *extra: str) -> pd.DataFrame:
     out = tmp_path / "run"
-    result = run_cli("quick", "--host", server.url, "--setup", server.model, *SMALL_SUITE, *extra,
+    # The host as the OpenAI SDK spells it (OPENAI_BASE_URL ends in /v1): the same server.
+    result = run_cli("quick", "--host", server.base_url, "--setup", server.model, *SMALL_SUITE, *extra,
                      "--out", str(out), timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out)
