@@ -1,4 +1,4 @@
-"""Long-form figures laid out for reading: one line per table row, one column per metric.
+"""Long-form figures laid out for reading: one line per table row (and setup), one column per metric.
 
 A cell reads ``median (min–max)`` when the figure spreads over several values, the value alone
 when it is one value (a count, a share, a single run), and "–" when it is missing. A column ``n``

@@ -89,13 +89,14 @@ def headline(long: pd.DataFrame, setups: list[str]) -> pd.DataFrame:
 
 
 def value_text(value: float, metric: str) -> str:
-    """A headline number: tok/s whole from 100 up, seconds to three significant places or so."""
+    """A headline number: tok/s whole from 100 up, seconds to about three significant digits."""
     if pd.isna(value):
         return MISSING
     if metric.endswith("_tps"):
         return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
     if metric.endswith("_s"):
-        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}" if abs(value) >= 1 else f"{value:.3f}"
+        digits = 1 if abs(value) >= 10 else 2 if abs(value) >= 1 else 3 if abs(value) >= 0.01 else 4
+        return f"{value:.{digits}f}"
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
 
 

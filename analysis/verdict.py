@@ -2,8 +2,9 @@
 
 Pure: ``headline.headline`` lines in, sentences out. A setup wins a figure only when its whole
 min–max range is better than every other setup's whole range (for a count, such as needles found,
-its share found is higher than every other's): overlapping ranges say "no clear winner". Setups
-without the figure do not compete; with fewer than two that have it there is nothing to say.
+its share found is higher than every other's) and its value, as the tables show it, differs from
+every other's: otherwise the sentence says "no clear winner". Setups without the figure do not
+compete; with fewer than two that have it there is nothing to say.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def winner(figures: dict[str, tuple], higher: bool) -> str | None:
 
 def sentence(words: str, figures: dict[str, tuple], higher: bool, keys: dict[str, str]) -> str:
     best = winner(figures, higher)
+    if best is not None and any(f[3] == figures[best][3] for s, f in figures.items() if s != best):
+        # Apart by less than the figures show: naming a winner would contradict the tables.
+        return f"{words}: no clear winner (equal as shown)"
     if best is None:
         ranged = any(f[1] != f[2] for f in figures.values())
         return f"{words}: no clear winner ({'the ranges overlap' if ranged else 'a tie'})"

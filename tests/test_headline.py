@@ -87,10 +87,14 @@ def test_the_result_in_words_names_a_winner_only_outside_the_ranges():
         "most needles found at 32K: A (a), 3/3"]
 
 
-def test_a_tie_is_no_winner():
+def test_a_tie_or_a_difference_the_tables_do_not_show_is_no_winner():
     tied = long_of(figures("a", "needle", "needle-2k all depths", found=single(2, 3), e2e_s=spread(1, 1, 1, 3)),
-                   figures("b", "needle", "needle-2k all depths", found=single(2, 3), e2e_s=spread(2, 2, 2, 3)))
+                   figures("b", "needle", "needle-2k all depths", found=single(2, 3), e2e_s=spread(2, 2, 2, 3)),
+                   # apart, but both quoted as 120
+                   figures("a", "chat", "chat", decode_tps=spread(119.6, 119.5, 119.7, 3)),
+                   figures("b", "chat", "chat", decode_tps=spread(119.9, 119.8, 120.0, 3)))
     assert verdict.verdicts(headline.headline(tied, ["a", "b"]), KEYS) == [
+        "fastest chat decode for one user: no clear winner (equal as shown)",
         "most needles found at 2K: no clear winner (a tie)"]
 
 
@@ -119,3 +123,10 @@ def test_the_legend_spells_each_setup_out_from_what_the_server_said():
         "context 8192, 4 slots, file SmolLM2-135M-Instruct.Q4_1.gguf, build b0-unknown, at http://127.0.0.1:40123)",
         "**B**: sim (engine sim, model sim-model; owned by llm-bench-sim, context 163840)",
         "**C**: bare"]
+
+
+def test_headline_numbers_keep_about_three_significant_digits():
+    shown = [headline.value_text(v, m) for v, m in ((36379.4, "prompt_tps"), (133.4, "decode_tps"),
+                                                    (59.06, "decode_tps"), (12.345, "ttft_s"), (1.234, "ttft_s"),
+                                                    (0.0512, "ttft_s"), (0.00234, "ttft_s"), (NAN, "ttft_s"))]
+    assert shown == ["36379", "133", "59.1", "12.3", "1.23", "0.051", "0.0023", "–"]
