@@ -18,7 +18,8 @@ import vl_convert
 from analysis.headline import SECOND_NAMES, value_text
 from analysis.records import measured, phase_order, succeeded
 
-BAR_PX = 40  # one bar's width: room for a label such as "0.385" above it
+BAR_PX = 48  # one bar's width: room for a label such as "0.0025" above it
+WIDE_RATIO = 20  # values this many times apart get a log axis: on a linear one the small ones vanish
 FIGURE_NAMES = {"total_tps": "total tok/s", **SECOND_NAMES}
 
 
@@ -48,6 +49,14 @@ def _figures(long: pd.DataFrame, keys: dict[str, str], table: str, metrics: list
         range=[f"{value_text(lo, m)}–{value_text(hi, m)}" if pd.notna(lo) else "" for lo, hi, m in
                zip(rows["min"], rows["max"], rows["metric"])],
         top=rows[["median", "max"]].max(axis=1))
+
+
+def _value_scale(values: pd.Series) -> tuple[alt.Scale, str]:
+    """A log scale (and the words for the axis title) when positive values span more than WIDE_RATIO."""
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    if len(values) and (values > 0).all() and values.max() / values.min() > WIDE_RATIO:
+        return alt.Scale(type="log"), ", log scale"
+    return alt.Scale(), ""
 
 
 def _tooltip(group_title: str) -> list:
@@ -100,8 +109,9 @@ def ttft_by_prompt_chart(long: pd.DataFrame, keys: dict[str, str]) -> alt.LayerC
                                            axis=alt.Axis(labelAngle=0)),
                                    color=alt.Color("key:N", sort=order, title="setup"),
                                    tooltip=_tooltip("prompt size"))
+    scale, words = _value_scale(frame[["median", "min", "max"]].stack())
     lines = base.mark_line(point=alt.OverlayMarkDef(size=70)).encode(
-        y=alt.Y("median:Q", title="first token s (median over runs, min–max)"))
+        y=alt.Y("median:Q", title=f"first token s (median over runs, min–max{words})", scale=scale))
     errors = base.mark_rule().encode(y="min:Q", y2="max:Q")
     return alt.layer(lines, errors).properties(title="First token by fresh prompt size",
                                                width=max(240, 90 * len(groups)), height=260)
@@ -123,9 +133,10 @@ def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.Laye
         return None
     phases = [p for p in phase_order(ok) if p in set(frame["phase"])]
     order = list(keys.values())
+    scale, words = _value_scale(frame["itl_ms"])
     boxes = alt.Chart(frame).mark_boxplot(extent="min-max").encode(
         x=alt.X("phase:N", sort=phases, title="phase", axis=alt.Axis(labelAngle=-45)),
         xOffset=alt.XOffset("key:N", sort=order), color=alt.Color("key:N", sort=order, title="setup"),
-        y=alt.Y("itl_ms:Q", title="itl_s (ms) per request"))
+        y=alt.Y("itl_ms:Q", title=f"itl_s (ms) per request{words}", scale=scale))
     return boxes.properties(title="Per-token latency per request (itl_s)",
                             width=max(240, 26 * len(phases) * len(order)), height=260)
