@@ -28,7 +28,7 @@ def write_report(run_dir) -> list[Path]:
     metrics, metric_problems = load.load_metrics(run_dir)
     settings = load.load_settings(run_dir)
     facts = summary.facts(records, settings)
-    long = summary.summary(records, metrics, setup=facts["setup"])
+    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"])
     keys = legend.setup_keys([facts["setup"]])
     items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
     pictures = _rendered({"total_tps.png": charts.burst_chart(long, keys),
@@ -51,7 +51,8 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load.load_runs([Path(d) for d in dirs], list(labels) if labels else None)
     metrics = _metrics_by_setup(records, problems)
-    long = summary.comparison(records, metrics)
+    names = {label: load.load_metric_names(mine["run_dir"].iloc[0]) for label, mine in records.groupby("setup")}
+    long = summary.comparison(records, metrics, names)
     setups = summary.setups(records)
     keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}

@@ -34,9 +34,12 @@ def setups(records: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(records["setup"]))
 
 
-def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
-    """summary() of each setup, stacked; ``metrics`` maps a setup label to its metric readings."""
-    frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), setup=label)
+def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None,
+               names: dict[str, dict] | None = None) -> pd.DataFrame:
+    """summary() of each setup, stacked; ``metrics`` and ``names`` map a setup label to its metric
+    readings and to what its engine profile says those series are."""
+    frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), (names or {}).get(label),
+                      setup=label)
               for label in setups(records)]
     return pd.concat(frames, ignore_index=True) if frames else long_frame([])
 
