@@ -29,6 +29,10 @@ def add_options(parser) -> None:
     group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True, help="chat.py: max_tokens per answer")
     group.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
                        help="chat.py: ask for exactly --max-tokens tokens (where the engine accepts ignore_eos)")
+    group.add_argument("--chat-question", action="append", default=None,
+                       help="chat.py: ask this instead of the three chat questions (repeat for several)")
+    group.add_argument("--chat-stop", action="append", default=None,
+                       help="chat.py: end answers at this stop string (OpenAI's `stop`; repeat for several)")
     suite = parser
     suite.add_argument("--runs", type=int, default=3, include_in_web_ui=True, help="Runs per test (bursts: rounds)")
     suite.add_argument("--sizes", default="4k,16k,32k", include_in_web_ui=True, help="Fresh prompt sizes in tokens")

@@ -106,6 +106,7 @@ from engines.fixtures import (  # noqa: E402,F401 - real engines, started once p
     engine_cache_dir,
     pytest_collection_finish,  # installs vLLM before the first test, outside any test's timeout
     llamacpp_server,
+    smollm2_ngram_server,
     smollm2_server,
     vllm_ngram_server,
     vllm_server,
