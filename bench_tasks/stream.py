@@ -10,11 +10,13 @@ Definitions (the README repeats them):
 - ``ttft_s``: send -> the first event carrying non-empty content, reasoning or tool-call text. A
   role-only chunk (``{"role": "assistant", "content": ""}``) is not a token.
 - ``e2e_s``: send -> the stream ended.
-- ``decode_s``: first content event -> the event that closes the answer (the one carrying
-  ``finish_reason``; the last content event when none does). An answer that ends by itself ends
-  with a token that has no text (the end-of-sequence token; a stop string the server swallows):
-  ``usage`` counts it, so its time is counted too. llama.cpp's ``predicted_ms`` and vLLM's
-  ``request_decode_time_seconds`` span the same: first sampled token to last.
+- ``decode_s``: first content event -> the last token generated. An answer that ends by itself
+  ends with a token that has no text (the end-of-sequence token; a stop string the server
+  swallows): ``usage`` counts it, so its time is counted too, and it was generated when the event
+  that closes the answer (the one carrying ``finish_reason``, without text) was sent. Otherwise
+  (cut by max_tokens, or the closing event carries text) the last token is the last content event.
+  llama.cpp's ``predicted_ms`` and vLLM's ``request_decode_time_seconds`` span the same: first
+  sampled token to last.
 - ``decode_tps = (completion_tokens - first_event_tokens) / decode_s``: the tokens generated
   after the first content event over the time they took. With one token per event this is
   (n - 1) / (t_last - t_first); with several tokens per event (speculative decoding) subtracting
@@ -218,7 +220,10 @@ class Recorder:
                 record.first_event_tokens_source = "estimate"
         if record.prompt_tokens and record.ttft_s > 0:
             record.prompt_tps = record.prompt_tokens / record.ttft_s
-        t_closed = self.t_close if self.t_close is not None and self.t_close >= times[-1] else times[-1]
+        # Generation ends at the closing event when it brought no text: the answer's last token (an
+        # end-of-sequence token, a swallowed stop string) was generated then. Cut by max_tokens, the
+        # last token is the last content event; the finish chunk llama.cpp sends after it is not.
+        t_closed = self.t_close if self._closing_tokens() and self.t_close > times[-1] else times[-1]
         after_first = (completion or 0) - (record.first_event_tokens or 0)
         if t_closed > times[0]:
             record.decode_s = t_closed - times[0]
