@@ -117,9 +117,10 @@ def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delive
     assert result.returncode == 0, result.stderr[-3000:]
     copy = load_records(out).query("scenario == 'chat'")
     print(copy[["content_events", "bunched_events", "engine_draft_n", "engine_draft_accepted_n", "flags"]])
-    lumped = copy[copy["bunched_events"] > 0.5 * (copy["content_events"] - 1)]
-    assert not lumped.empty  # what the flag would have called a lumped stream...
-    assert not copy["flags"].str.contains("bunched").any()  # ...is the engine's own speculation
+    # Accepted drafts are more than half of the gaps: read together (as they often are, depending on
+    # how fast the client reads), they alone would pass the lump rule, yet they are the engine's doing.
+    assert (copy["engine_draft_accepted_n"] > 0.5 * (copy["content_events"] - 1)).all()
+    assert not copy["flags"].str.contains("bunched").any()
 
 
 def test_smollm2_finds_the_needle(smollm2_server, tmp_path):
