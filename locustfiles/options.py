@@ -26,9 +26,14 @@ def add_options(parser) -> None:
                        help="Seconds without a byte before a request counts as stalled (long prompts need long)")
     group.add_argument("--llm-requests", type=int, default=0, include_in_web_ui=True,
                        help="chat.py: stop after this many requests in total (0: run until stopped)")
-    group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True, help="chat.py: max_tokens per answer")
+    group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True,
+                       help="chat.py, classroom.py: max_tokens per answer")
     group.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
-                       help="chat.py: ask for exactly --max-tokens tokens (where the engine accepts ignore_eos)")
+                       help="chat.py, classroom.py: ask for exactly --max-tokens tokens "
+                            "(where the engine accepts ignore_eos)")
+    group.add_argument("--think-time", default="10-40", include_in_web_ui=True,
+                       help="classroom.py: seconds a student thinks between an answer and the next "
+                            "question, a range drawn uniformly (10-40) or one value (2)")
     suite = parser
     suite.add_argument("--runs", type=int, default=3, include_in_web_ui=True, help="Runs per test (bursts: rounds)")
     suite.add_argument("--sizes", default="4k,16k,32k", include_in_web_ui=True, help="Fresh prompt sizes in tokens")
