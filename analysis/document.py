@@ -43,22 +43,27 @@ def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[st
     return blocks
 
 
+def capacity_blocks(sentences: list[str]) -> list[tuple]:
+    return [("text", "**Capacity**"), ("list", sentences)] if sentences else []
+
+
 def summary_blocks(facts: dict, warnings: list[str], problems: list[str], long: pd.DataFrame,
-                   charts: dict[str, bytes]) -> list[tuple]:
+                   charts: dict[str, bytes], capacity: list[str] = ()) -> list[tuple]:
     incomplete = [] if facts["complete"] else ["this directory"]
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", header_items(facts)),
-            *warning_blocks(incomplete, warnings, problems), *table_blocks(long),
+            *warning_blocks(incomplete, warnings, problems), *capacity_blocks(list(capacity)), *table_blocks(long),
             *[("image", name, png) for name, png in charts.items()]]
 
 
 def compare_blocks(facts_by_setup: dict[str, dict], warnings: list[str], problems: list[str],
-                   long: pd.DataFrame, charts: dict[str, bytes]) -> list[tuple]:
+                   long: pd.DataFrame, charts: dict[str, bytes], capacity: list[str] = ()) -> list[tuple]:
     setups = list(facts_by_setup)
     incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
     blocks = [("title", "llm-bench compare: " + " vs ".join(setups))]
     for label, facts in facts_by_setup.items():
         blocks += [("heading", label), ("list", header_items(facts))]
-    return [*blocks, *warning_blocks(incomplete, warnings, problems), *table_blocks(long, setups),
+    return [*blocks, *warning_blocks(incomplete, warnings, problems), *capacity_blocks(list(capacity)),
+            *table_blocks(long, setups),
             *[("image", name, png) for name, png in charts.items()]]
 
 

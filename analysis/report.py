@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import agreement, charts, document, load, study, summary
+from analysis import agreement, capacity, charts, document, load, study, summary
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
@@ -24,12 +24,14 @@ def write_report(run_dir) -> list[Path]:
     run_dir = Path(run_dir)
     records, problems = load.load_runs([run_dir])
     metrics, metric_problems = load.load_metrics(run_dir)
+    slo, slo_problems = load.load_slo(run_dir)
     facts = summary.facts(records, load.load_settings(run_dir))
-    long = summary.summary(records, metrics, setup=facts["setup"])
+    long = summary.summary(records, metrics, setup=facts["setup"], slo=slo)
     pictures = _present({"total_tps.png": charts.total_tps_chart(long),
                          "ttft_by_prompt.png": charts.ttft_by_prompt_chart(long),
                          "token_latency.png": charts.token_latency_chart(records)})
-    blocks = document.summary_blocks(facts, study.warnings(records), problems + metric_problems, long, pictures)
+    blocks = document.summary_blocks(facts, study.warnings(records), problems + metric_problems + slo_problems, long,
+                                     pictures, capacity_sentences(records, {facts["setup"]: slo}))
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     written += [_bytes(run_dir / name, png) for name, png in pictures.items()]
@@ -45,14 +47,15 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load.load_runs([Path(d) for d in dirs], list(labels) if labels else None)
     metrics = _metrics_by_setup(records, problems)
-    long = summary.comparison(records, metrics)
+    slos = _slos_by_setup(records, problems)
+    long = summary.comparison(records, metrics, slos)
     setups = summary.setups(records)
     by_setup = {label: records[records["setup"] == label] for label in setups}
     facts = {label: summary.facts(mine, load.load_settings(mine["run_dir"].iloc[0]))
              for label, mine in by_setup.items()}
     warnings = [f"{label}: {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
     pictures = _present({COMPARE_PNG: charts.compare_chart(long, setups)})
-    blocks = document.compare_blocks(facts, warnings, problems, long, pictures)
+    blocks = document.compare_blocks(facts, warnings, problems, long, pictures, capacity_sentences(records, slos))
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, png in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))
@@ -69,6 +72,28 @@ def _metrics_by_setup(records: pd.DataFrame, problems: list[str]) -> dict[str, p
             frames.append(frame)
             problems += [f"{run_dir}: {p}" for p in more]
         found[label] = pd.concat(frames, ignore_index=True)
+    return found
+
+
+def capacity_sentences(records: pd.DataFrame, slos: dict) -> list[str]:
+    """Each setup's capacity search result in one sentence (setups without a search say nothing)."""
+    sentences = []
+    for label, slo in slos.items():
+        steps = capacity.steps(records[records["setup"] == label], slo) if slo is not None else pd.DataFrame()
+        if not steps.empty:
+            sentences.append((f"{label}: " if len(slos) > 1 else "") + capacity.conclusion(steps, slo))
+    return sentences
+
+
+def _slos_by_setup(records: pd.DataFrame, problems: list[str]) -> dict:
+    """Each setup's SLO: the one its capacity search judged by (the first of its directories that ran one)."""
+    found = {}
+    for label, mine in records.groupby("setup", sort=False):
+        found[label] = None
+        for run_dir in mine["run_dir"].unique():
+            slo, more = load.load_slo(run_dir)
+            problems += [f"{run_dir}: {p}" for p in more]
+            found[label] = found[label] or slo
     return found
 
 

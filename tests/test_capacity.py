@@ -1,12 +1,15 @@
-"""The capacity search without Locust: its ladder of class sizes, and its steps against a clock."""
+"""The capacity search without Locust (its ladder and its clock), and its tables from records."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
+from analysis import capacity as capacity_analysis
+from analysis import load
 from bench_tasks import slo
 from bench_tasks.capacity import Ladder, Search, SearchOptions, conclude, grow, parse_step
-from bench_tasks.record import Record
+from bench_tasks.record import COLUMNS, Record
 
 
 def row(**fields) -> dict:
@@ -102,3 +105,42 @@ def test_a_window_that_cannot_gather_its_questions_is_judged_after_ten_step_leng
     now[0] = 100.0
     search.poll()
     assert search.finished and search.judged[0][1]["requests"] == 1
+
+
+# -- the same verdict afterwards, from the records --------------------------------------------------------
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    as_text = [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+    return load.typed(pd.DataFrame(as_text, columns=list(COLUMNS)))
+
+
+def test_analysis_judges_each_window_as_the_search_did_and_concludes_the_same():
+    goal = slo.parse("ttft_p95=0.5")
+    rows = [row(phase="class-2", students=2, ttft_s=0.1, t_start=1.0, decode_tps=30.0) for _ in range(4)]
+    rows += [row(phase="settle-4", students=4, ttft_s=9.0, t_start=2.0)]  # never judged
+    rows += [row(phase="class-4", students=4, ttft_s=t, t_start=3.0, decode_tps=20.0) for t in (0.2, 0.4, 0.9)]
+    rows += [row(phase="class-8", students=8, ttft_s=0.1, t_start=4.0, flags="client_saturated")]
+    steps = capacity_analysis.steps(frame(rows), goal)
+    assert list(steps["students"]) == [2, 4, 8] and list(steps["step"]) == [1, 2, 3]
+    expected = slo.judge(goal, [r for r in rows if r["phase"] == "class-4"])
+    assert steps.loc[1, "ttft_p95_s"] == pytest.approx(expected["ttft_p95_s"]) and steps.loc[1, "outcome"] == slo.MISSES
+    assert list(steps["meets_slo"].fillna(-1)) == [1.0, 0.0, -1.0]
+    assert capacity_analysis.result(steps) == (2, 4, slo.MISSES)
+    long = capacity_analysis.tables(frame(rows), goal)
+    saturated = long[(long["row"] == "class-8") & (long["metric"] == "ttft_p95_s")].iloc[0]
+    assert pd.isna(saturated["median"]) and saturated["n"] == 0  # withheld, not 0
+    result = long[long["table"] == "capacity_result"].set_index("metric")["median"].to_dict()
+    assert result == {"capacity_students": 2.0, "bound_students": 4.0}
+    assert "2 students; 4 students missed it (ttft_p95 0.8" in capacity_analysis.conclusion(steps, goal)
+    assert capacity_analysis.tables(frame(rows), None).empty  # no SLO known: no verdict made up
+
+
+def test_the_conclusion_says_to_add_workers_when_the_client_was_saturated():
+    goal = slo.parse("ttft_p95=0.5")
+    rows = [row(phase="class-4", ttft_s=0.1, t_start=1.0), row(phase="class-8", ttft_s=0.1, t_start=2.0,
+                                                              flags="client_saturated")]
+    sentence = capacity_analysis.conclusion(capacity_analysis.steps(frame(rows), goal), goal)
+    assert "at least 4 students" in sentence and "Add workers" in sentence
+    table = capacity_analysis.format_steps(capacity_analysis.steps(frame(rows), goal), goal)
+    assert "not judged: the client was saturated" in table.splitlines()[2]
