@@ -10,6 +10,7 @@ from analysis import load
 from bench_tasks import slo
 from bench_tasks.capacity import Ladder, Search, SearchOptions, conclude, grow, parse_step
 from bench_tasks.record import COLUMNS, Record
+from tests.conftest import run_cli
 
 
 def row(**fields) -> dict:
@@ -144,3 +145,12 @@ def test_the_conclusion_says_to_add_workers_when_the_client_was_saturated():
     assert "at least 4 students" in sentence and "Add workers" in sentence
     table = capacity_analysis.format_steps(capacity_analysis.steps(frame(rows), goal), goal)
     assert "not judged: the client was saturated" in table.splitlines()[2]
+
+
+def test_capacity_options_are_checked_with_one_line_and_exit_2(tmp_path):
+    for args in (["--slo", "ttft=fast"], ["--slo", "ttft_p95=1", "--step", "*2"],
+                 ["--slo", "ttft_p95=1", "--think-time", "40-10"],
+                 ["--slo", "ttft_p95=1", "--start-students", "9", "--max-students", "4"]):
+        result = run_cli("capacity", *args, "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "x"))
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr and "error:" in result.stderr.strip().splitlines()[-1], result.stderr
