@@ -24,17 +24,24 @@ from analysis.spread import long_frame, long_rows, single, spread
 Rate = Callable[[pd.DataFrame], pd.Series]
 
 ENGINE_CLOCK_COLUMNS = ["phase", "round", "turn", "client_host", "request_id", "client_decode_tps",
-                        "engine_decode_tps", "decode_diff_pct", "ttft_s", "engine_prompt_s", "ttft_diff_ms",
-                        "ttft_diff_pct"]
-ENGINE_CLOCK_METRICS = ("client_decode_tps", "engine_decode_tps", "decode_diff_pct", "ttft_diff_ms",
-                        "ttft_diff_pct")
+                        "engine_decode_tps", "decode_diff_pct", "ttft_s", "ttfb_s", "engine_prompt_s",
+                        "ttft_diff_ms", "ttft_diff_pct", "engine_draft_n", "engine_draft_accepted_n",
+                        "draft_acceptance_share"]
+ENGINE_CLOCK_METRICS = ("client_decode_tps", "engine_decode_tps", "decode_diff_pct", "ttfb_s", "ttft_diff_ms",
+                        "ttft_diff_pct", "draft_acceptance_share")
 METRICS_COLUMNS = ["phase", "window_s", "engine_requests", "client_requests", "client_failed_requests",
                    "warmup_requests_in_window", "warmup_requests_straddling", "records_outside_window",
                    "engine_ttft_mean_s", "client_ttft_mean_s", "engine_prompt_tokens", "client_prompt_tokens",
-                   "engine_generation_tokens", "client_completion_tokens"]
-VLLM_SERIES = {"ttft_histogram": "vllm:time_to_first_token_seconds",
-               "prompt_tokens_total": "vllm:prompt_tokens_total",
-               "generation_tokens_total": "vllm:generation_tokens_total"}
+                   "engine_generation_tokens", "client_completion_tokens", "engine_decode_tps", "client_decode_tps",
+                   "decode_diff_pct", "engine_spec_draft_tokens", "engine_spec_accepted_tokens",
+                   "engine_spec_acceptance_share"]
+# What each series of a profile is, recognised in the file when the profile did not say (older runs).
+SERIES_SUFFIXES = {"ttft_histogram": "time_to_first_token_seconds_sum",
+                   "decode_time_histogram": "request_decode_time_seconds_sum",
+                   "generation_tokens_histogram": "request_generation_tokens_sum",
+                   "spec_draft_tokens_total": "spec_decode_num_draft_tokens_total",
+                   "spec_accepted_tokens_total": "spec_decode_num_accepted_tokens_total"}
+HISTOGRAMS = ("ttft_histogram", "decode_time_histogram", "generation_tokens_histogram")
 
 
 def _number(records: pd.DataFrame, column: str) -> pd.Series:
@@ -75,19 +82,26 @@ def engine_clock(records: pd.DataFrame, engine_rate: Rate = predicted_per_second
 
     - decode_diff_pct = (client_decode_tps - engine_decode_tps) / engine_decode_tps * 100
     - engine_prompt_s = engine_prompt_ms / 1000
-    - ttft_diff_ms = (ttft_s - engine_prompt_s) * 1000; ttft_diff_pct = that / engine_prompt_s * 100.
-      The client's first token also holds the network, queueing and the first decode step, so a
-      positive difference is expected.
+    - ttft_diff_ms = (ttft_s - ttfb_s - engine_prompt_s) * 1000; ttft_diff_pct = that / engine_prompt_s
+      * 100. llama.cpp's prompt_ms runs from a slot taking the request to the first sampled token,
+      and it sends the response headers when the slot takes it: the client's time from the headers
+      to the first token is the like-for-like span, and the wait for a slot (in ``ttfb_s``) is in
+      neither side. Sending and reading the first event remain, so a small positive difference is
+      expected.
+    - draft_acceptance_share = engine_draft_accepted_n / engine_draft_n (speculative decoding).
     """
     ok = succeeded(measured(records))
     timed = ok[ok[["engine_predicted_ms", "engine_prompt_ms"]].notna().any(axis=1)]
     client, engine = client_rate(timed), engine_rate(timed)
-    ttft, prompt_s = _number(timed, "ttft_s"), _number(timed, "engine_prompt_ms") / 1000
-    frame = timed[["phase", "round", "turn", "client_host", "request_id"]].assign(
+    ttft, ttfb, prompt_s = _number(timed, "ttft_s"), _number(timed, "ttfb_s"), _number(timed, "engine_prompt_ms") / 1000
+    after_headers = ttft - ttfb
+    frame = timed[["phase", "round", "turn", "client_host", "request_id", "engine_draft_n",
+                   "engine_draft_accepted_n"]].assign(
         client_decode_tps=client, engine_decode_tps=engine,
         decode_diff_pct=_ratio(client - engine, engine) * 100,
-        ttft_s=ttft, engine_prompt_s=prompt_s, ttft_diff_ms=(ttft - prompt_s) * 1000,
-        ttft_diff_pct=_ratio(ttft - prompt_s, prompt_s) * 100)
+        ttft_s=ttft, ttfb_s=ttfb, engine_prompt_s=prompt_s, ttft_diff_ms=(after_headers - prompt_s) * 1000,
+        ttft_diff_pct=_ratio(after_headers - prompt_s, prompt_s) * 100,
+        draft_acceptance_share=_ratio(_number(timed, "engine_draft_accepted_n"), _number(timed, "engine_draft_n")))
     return frame[ENGINE_CLOCK_COLUMNS].reset_index(drop=True)
 
 
@@ -100,21 +114,27 @@ def engine_clock_table(per_request: pd.DataFrame) -> pd.DataFrame:
 
 
 def series_names(metrics: pd.DataFrame, names: dict | None = None) -> dict:
-    """The series to compare: the engine profile's ``metrics`` names when given (keys
-    ttft_histogram, prompt_tokens_total, generation_tokens_total), else recognised in the file:
-    a ``*time_to_first_token_seconds_sum`` with its ``_count``, a ``*prompt_tokens*`` counter
-    (not a cached one) and a ``*generation_tokens*`` or ``*tokens_predicted*`` counter."""
+    """The series to compare and what the prompt counter counts: the engine profile's ``metrics``
+    names when given (as the run wrote them into metrics.jsonl), else recognised in the file by
+    their vLLM-style names (``SERIES_SUFFIXES``), a ``*prompt_tokens*`` counter (not a cached one)
+    and a ``*generation_tokens*`` or ``*tokens_predicted*`` counter; histograms by their base name.
+    ``prompt_tokens_counted`` is "all" (cached tokens included, vLLM) or "processed" (llama.cpp)."""
     if names:
-        return {key: names.get(key, "") for key in VLLM_SERIES}
+        found = {key: names.get(key, "") for key in ("prompt_tokens_total", "generation_tokens_total",
+                                                     *SERIES_SUFFIXES)}
+        return {**found, "prompt_tokens_counted": names.get("prompt_tokens_counted", "all")}
     present = list(dict.fromkeys(metrics["series"]))
 
     def first(test) -> str:
         return next((s for s in present if test(s)), "")
 
-    ttft_sum = first(lambda s: s.endswith("time_to_first_token_seconds_sum"))
-    return {"ttft_histogram": ttft_sum.removesuffix("_sum"),
-            "prompt_tokens_total": first(lambda s: "prompt_tokens" in s and "cache" not in s),
-            "generation_tokens_total": first(lambda s: "generation_tokens" in s or "tokens_predicted" in s)}
+    found = {key: first(lambda s, end=end: s.endswith(end)) for key, end in SERIES_SUFFIXES.items()}
+    found = {key: name.removesuffix("_sum") if key in HISTOGRAMS else name for key, name in found.items()}
+    return {**found,
+            "prompt_tokens_total": first(lambda s: "prompt_tokens" in s and "cache" not in s and "request" not in s),
+            "generation_tokens_total": first(lambda s: ("generation_tokens" in s and "request" not in s)
+                                             or "tokens_predicted" in s),
+            "prompt_tokens_counted": "all"}
 
 
 def counter_deltas(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -154,8 +174,17 @@ def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict 
       warmup_requests_straddling counts the warm-ups still running when a reading was taken
       (t_send + clock_offset_s < t <= that + e2e_s, for t = t_before or t_after): the engine counted
       only part of their tokens, which explains a small difference.
-    - client_ttft_mean_s = mean ttft_s of those records; client_prompt_tokens and
-      client_completion_tokens their sums (missing when no record has the count).
+    - client_ttft_mean_s = mean ttft_s of those records; client_completion_tokens the sum of their
+      completion_tokens; client_prompt_tokens the sum of what the engine's counter counts: every
+      prompt token (vLLM), or only those it processed, prompt_tokens - cached_tokens (llama.cpp's
+      counter leaves cached tokens out), missing when a record does not say its cached tokens.
+    - Decode: engine_decode_tps = (Δ generation-tokens histogram sum - Δ its count) / Δ decode-time
+      histogram sum (vLLM's request_generation_tokens and request_decode_time_seconds: the tokens
+      after each request's first over the time from its first token to its last, pooled);
+      client_decode_tps = Σ (completion_tokens - first_event_tokens) / Σ decode_s over the same
+      records, the same convention; decode_diff_pct = (client - engine) / engine * 100.
+    - Speculative decoding: engine_spec_draft_tokens and engine_spec_accepted_tokens, the counters'
+      deltas, and engine_spec_acceptance_share = accepted / drafted.
     - client_failed_requests counts the failed records the engine may have counted but the client
       side leaves out (the phase's own, and warm-ups sent inside the window): an answer that was
       only an end-of-sequence token has a first token for the engine and none for the client. The
@@ -181,31 +210,54 @@ def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict 
                      "warmup_requests_in_window": int((warmup & inside & ok).sum()),
                      "warmup_requests_straddling": int((warmup & running & ok).sum()),
                      "records_outside_window": int((own & ok & ~inside).sum()),
-                     **_engine_side(window, names), **_client_side(records[mine & ok])})
-    return pd.DataFrame(rows, columns=METRICS_COLUMNS)
+                     **_engine_side(window, names), **_client_side(records[mine & ok], names)})
+    frame = pd.DataFrame(rows, columns=METRICS_COLUMNS)
+    return frame.assign(decode_diff_pct=_ratio(frame["client_decode_tps"] - frame["engine_decode_tps"],
+                                               frame["engine_decode_tps"]) * 100)
 
 
 def _engine_side(window: pd.Series, names: dict) -> dict:
     def delta(series: str) -> float:
         return float(window[series]) if series and series in window.index else float("nan")
 
-    ttft = names["ttft_histogram"]
-    ttft_sum, ttft_count = delta(f"{ttft}_sum" if ttft else ""), delta(f"{ttft}_count" if ttft else "")
+    def histogram(key: str) -> tuple[float, float]:
+        base = names[key]
+        return (delta(f"{base}_sum"), delta(f"{base}_count")) if base else (float("nan"), float("nan"))
+
+    (ttft_sum, ttft_count), (decode_sum, _), (tokens_sum, tokens_count) = (
+        histogram(key) for key in HISTOGRAMS)
+    drafted, accepted = delta(names["spec_draft_tokens_total"]), delta(names["spec_accepted_tokens_total"])
     return {"engine_requests": ttft_count,
             "engine_ttft_mean_s": ttft_sum / ttft_count if ttft_count > 0 else float("nan"),
             "engine_prompt_tokens": delta(names["prompt_tokens_total"]),
-            "engine_generation_tokens": delta(names["generation_tokens_total"])}
+            "engine_generation_tokens": delta(names["generation_tokens_total"]),
+            "engine_decode_tps": (tokens_sum - tokens_count) / decode_sum if decode_sum > 0 else float("nan"),
+            "engine_spec_draft_tokens": drafted, "engine_spec_accepted_tokens": accepted,
+            "engine_spec_acceptance_share": accepted / drafted if drafted > 0 else float("nan")}
 
 
-def _client_side(counted: pd.DataFrame) -> dict:
+def _client_side(counted: pd.DataFrame, names: dict) -> dict:
+    prompt = _number(counted, "prompt_tokens")
+    if names["prompt_tokens_counted"] == "processed":
+        prompt = prompt - _number(counted, "cached_tokens")  # unknown cached tokens: unknown, not 0
+        prompt_sum = prompt.sum() if prompt.notna().all() and len(prompt) else float("nan")
+    else:
+        prompt_sum = prompt.sum(min_count=1)
+    decode_s = _number(counted, "decode_s")
+    timed = decode_s.notna() & (decode_s > 0)
+    after_first = (_number(counted, "completion_tokens") - _number(counted, "first_event_tokens"))[timed]
     return {"client_ttft_mean_s": _number(counted, "ttft_s").mean(),
-            "client_prompt_tokens": _number(counted, "prompt_tokens").sum(min_count=1),
-            "client_completion_tokens": _number(counted, "completion_tokens").sum(min_count=1)}
+            "client_prompt_tokens": prompt_sum,
+            "client_completion_tokens": _number(counted, "completion_tokens").sum(min_count=1),
+            "client_decode_tps": after_first.sum() / decode_s[timed].sum() if timed.any() else float("nan")}
 
 
 def metrics_table(agreement: pd.DataFrame) -> pd.DataFrame:
-    """metrics_agreement in long form: one value per phase and figure, n = client_requests."""
-    figures = [c for c in METRICS_COLUMNS if c not in ("phase", "client_requests")]
+    """metrics_agreement in long form: one value per phase and figure, n = client_requests. A figure
+    the engine exposes in no phase (no such series: llama.cpp has no TTFT histogram, an engine that
+    does not speculate no draft counters) is left out rather than shown missing in every row."""
+    figures = [c for c in METRICS_COLUMNS if c not in ("phase", "client_requests")
+               and pd.to_numeric(agreement[c], errors="coerce").notna().any()]
     rows = []
     for row in agreement.to_dict("records"):
         rows += long_rows("engine_metrics", row["phase"], {m: single(row[m], row["client_requests"])

@@ -1,4 +1,4 @@
-"""Long-form figures laid out for reading: one line per table row, one column per metric.
+"""Long-form figures laid out for reading: one line per table row (and setup), one column per metric.
 
 A cell reads ``median (min–max)`` when the figure spreads over several values, the value alone
 when it is one value (a count, a share, a single run), and "–" when it is missing. A column ``n``
@@ -40,28 +40,25 @@ def cell(figure: dict, metric: str, line_n: int) -> str:
     return text
 
 
-def display(long: pd.DataFrame, setups: list[str] | None = None) -> pd.DataFrame:
-    """One table's long rows as strings: ``row``, then per setup its metrics and ``n``.
+def display(long: pd.DataFrame, keys: dict[str, str] | None = None) -> pd.DataFrame:
+    """One table's long rows as strings: ``row``, the metrics, ``n``.
 
-    With several setups the headers are ``SETUP: metric`` (one column group per setup); with one
-    (``setups`` None) they are the bare metric names.
+    With several setups (``keys``: label -> short key) each row gets one line per setup, the lines
+    of a row together, and a column ``setup`` holding the key: the table grows down, not sideways.
     """
     metrics = list(dict.fromkeys(long["metric"]))
     rows = list(dict.fromkeys(long["row"]))
-    groups = setups if setups is not None else [None]
-    out = pd.DataFrame({"row": rows})
-    for setup in groups:
-        part = long if setup is None else long[long["setup"] == setup]
-        prefix = "" if setup is None else f"{setup}: "
-        by_key = {(r["row"], r["metric"]): r for r in part.to_dict("records")}
-        line_n = part.groupby("row")["n"].max()
-        for metric in metrics:
-            out[prefix + metric] = [cell(by_key[(row, metric)], metric, line_n.get(row, 0))
-                                    if (row, metric) in by_key else MISSING for row in rows]
-        out[prefix + "n"] = [str(int(line_n.get(row, 0))) for row in rows]
-    return out
-
-
-def header_name(header: str) -> str:
-    """The metric a displayed header stands for (without its ``SETUP: `` prefix)."""
-    return header.rsplit(": ", 1)[-1]
+    by_key = {(r["setup"], r["row"], r["metric"]): r for r in long.to_dict("records")}
+    line_n = long.groupby(["setup", "row"])["n"].max().to_dict()
+    present = set(zip(long["setup"], long["row"]))
+    lines = []
+    for row in rows:
+        for setup in (keys or {s: None for s in dict.fromkeys(long["setup"])}):
+            if (setup, row) not in present:
+                continue
+            n = line_n[(setup, row)]
+            line = {"row": row} | ({"setup": keys[setup]} if keys else {})
+            line |= {metric: cell(by_key[(setup, row, metric)], metric, n) if (setup, row, metric) in by_key
+                     else MISSING for metric in metrics}
+            lines.append(line | {"n": str(int(n))})
+    return pd.DataFrame(lines, columns=["row", *(["setup"] if keys else []), *metrics, "n"])

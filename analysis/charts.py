@@ -1,94 +1,142 @@
-"""Charts as PNG bytes (matplotlib's Agg renderer, no pyplot state); None when there is nothing to draw.
+"""Charts as Altair (Vega-Lite) definitions; None when there is nothing to draw.
 
-Bars are medians; their error bars span min to max of the same figure.
+One definition per chart gives both renderings: ``png`` (vl-convert, no browser) for summary.md
+and compare.md, and the interactive chart of report.html / compare.html (``document.to_html``
+inlines Vega's own script, so hovering a mark shows its value offline). Every chart takes setups
+by their short keys (``legend.setup_keys``): bars are medians, error bars span min to max, labels
+and tooltips quote the figures as the tables do.
 """
 
 from __future__ import annotations
 
 import io
 
-import numpy as np
+import altair as alt
 import pandas as pd
-from matplotlib.figure import Figure
+import vl_convert
 
+from analysis.headline import SECOND_NAMES, value_text
 from analysis.records import measured, phase_order, succeeded
 
+BAR_PX = 48  # one bar's width: room for a label such as "0.0025" above it
+WIDE_RATIO = 20  # values this many times apart get a log axis: on a linear one the small ones vanish
+FIGURE_NAMES = {"total_tps": "total tok/s", **SECOND_NAMES}
 
-def _png(figure: Figure) -> bytes:
+
+def png(chart: alt.TopLevelMixin) -> bytes:
     buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png", dpi=100)
+    chart.save(buffer, format="png")
     return buffer.getvalue()
 
 
-def _figure_rows(long: pd.DataFrame, table: str, metric: str) -> pd.DataFrame:
-    return long[(long["table"] == table) & (long["metric"] == metric)]
+def spec(chart: alt.TopLevelMixin) -> dict:
+    """The chart's Vega-Lite specification, its data inlined."""
+    return chart.to_dict()
 
 
-def _error_bars(rows: pd.DataFrame) -> np.ndarray:
-    """Distances from the median down to min and up to max (0 where unknown: no bar, not a claim)."""
-    low = (rows["median"] - rows["min"]).fillna(0).clip(lower=0)
-    high = (rows["max"] - rows["median"]).fillna(0).clip(lower=0)
-    return np.vstack([low.to_numpy(float), high.to_numpy(float)])
+def embed_script() -> str:
+    """Vega, Vega-Lite and vega-embed in one script, of the Vega-Lite version Altair writes (offline)."""
+    return vl_convert.javascript_bundle(vl_version="_".join(alt.SCHEMA_VERSION.split(".")[:2]))
 
 
-def total_tps_chart(long: pd.DataFrame) -> bytes | None:
-    """Total tok/s by concurrency (burst table), median over rounds with min–max error bars."""
-    rows = _figure_rows(long, "burst", "total_tps")
-    if rows["median"].notna().sum() == 0:
+def _figures(long: pd.DataFrame, keys: dict[str, str], table: str, metrics: list[str]) -> pd.DataFrame:
+    """The long rows of ``table``/``metrics`` that have a median, with key, label and range text."""
+    rows = long[(long["table"] == table) & long["metric"].isin(metrics) & long["setup"].isin(list(keys))
+                & long["median"].notna()]
+    return rows.assign(
+        key=rows["setup"].map(keys), figure=rows["metric"].map(lambda m: FIGURE_NAMES.get(m, m)),
+        value=[value_text(v, m) for v, m in zip(rows["median"], rows["metric"])],
+        range=[f"{value_text(lo, m)}–{value_text(hi, m)}" if pd.notna(lo) else "" for lo, hi, m in
+               zip(rows["min"], rows["max"], rows["metric"])],
+        top=rows[["median", "max"]].max(axis=1))
+
+
+def _value_scale(values: pd.Series) -> tuple[alt.Scale, str]:
+    """A log scale (and the words for the axis title) when positive values span more than WIDE_RATIO."""
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    if len(values) and (values > 0).all() and values.max() / values.min() > WIDE_RATIO:
+        return alt.Scale(type="log"), ", log scale"
+    return alt.Scale(), ""
+
+
+def _tooltip(group_title: str) -> list:
+    return [alt.Tooltip("key:N", title="setup"), alt.Tooltip("setup:N", title="label"),
+            alt.Tooltip("group:N", title=group_title), alt.Tooltip("figure:N", title="figure"),
+            alt.Tooltip("value:N", title="median"), alt.Tooltip("range:N", title="min–max"),
+            alt.Tooltip("n:Q", title="n")]
+
+
+def _bars(frame: pd.DataFrame, groups: list[str], keys: list[str], title: str, unit: str) -> alt.LayerChart:
+    """Grouped bars: one group per x value, one bar per setup, value labels, min–max rules."""
+    base = alt.Chart(frame).encode(
+        x=alt.X("group:N", sort=groups, title=None, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("key:N", sort=keys), tooltip=_tooltip("burst"))
+    bars = base.mark_bar().encode(y=alt.Y("median:Q", title=unit),
+                                  color=alt.Color("key:N", sort=keys, title="setup"))
+    errors = base.mark_rule(color="black").encode(y="min:Q", y2="max:Q")
+    labels = base.mark_text(baseline="bottom", dy=-3, fontSize=10).encode(y="top:Q", text="value:N")
+    return alt.layer(bars, errors, labels).properties(
+        title=title, width=max(160, BAR_PX * len(groups) * len(keys)), height=260)
+
+
+def burst_chart(long: pd.DataFrame, keys: dict[str, str]) -> alt.HConcatChart | None:
+    """Total tok/s by burst size ("4 at once"), a bar per setup; the slowest first token beside it."""
+    frame = _figures(long, keys, "burst", ["total_tps", "ttft_p95_s"])
+    if frame.empty:
         return None
-    figure = Figure(figsize=(6, 4))
-    axes = figure.add_subplot()
-    axes.bar(rows["row"], rows["median"].to_numpy(float), yerr=_error_bars(rows), capsize=4, color="tab:blue")
-    axes.set(title="Total tok/s by concurrency (median over rounds, min–max)", xlabel="phase",
-             ylabel="total_tps (tok/s)")
-    return _png(figure)
+    concurrency = frame["row"].str.removeprefix("burst-").astype(int)
+    frame = frame.assign(group=concurrency.astype(str) + " at once", concurrency=concurrency)
+    groups = list(dict.fromkeys(frame.sort_values("concurrency")["group"]))
+    order = list(keys.values())
+    panels = [_bars(frame[frame["metric"] == metric], groups, order, title, unit)
+              for metric, title, unit in (
+                  ("total_tps", "Total tok/s by concurrency", "total tok/s (median over rounds, min–max)"),
+                  ("ttft_p95_s", "Slowest first token", "s (p95 of a round; median over rounds, min–max)"))
+              if (frame["metric"] == metric).any()]
+    return alt.hconcat(*panels).resolve_scale(color="shared")
 
 
-def ttft_by_prompt_chart(long: pd.DataFrame) -> bytes | None:
-    """First token time per fresh-prompt size, median over runs with min–max error bars."""
-    rows = _figure_rows(long, "prompt", "ttft_s")
-    if rows["median"].notna().sum() == 0:
+def ttft_by_prompt_chart(long: pd.DataFrame, keys: dict[str, str]) -> alt.LayerChart | None:
+    """First token by fresh-prompt size, a line per setup, min–max rules."""
+    frame = _figures(long, keys, "prompt", ["ttft_s"])
+    if frame.empty:
         return None
-    figure = Figure(figsize=(6, 4))
-    axes = figure.add_subplot()
-    axes.errorbar(rows["row"], rows["median"], yerr=_error_bars(rows), marker="o", capsize=4)
-    axes.set(title="First token by prompt size (median over runs, min–max)", xlabel="phase",
-             ylabel="ttft_s (s)", ylim=(0, None))
-    return _png(figure)
+    tokens = frame["row"].map(lambda row: _tokens(long, row))
+    frame = frame.assign(group=frame["row"].str.removeprefix("prompt-").str.upper(), tokens=tokens)
+    groups = list(dict.fromkeys(frame.sort_values("tokens")["group"]))
+    order = list(keys.values())
+    base = alt.Chart(frame).encode(x=alt.X("group:N", sort=groups, title="fresh prompt size (tokens)",
+                                           axis=alt.Axis(labelAngle=0)),
+                                   color=alt.Color("key:N", sort=order, title="setup"),
+                                   tooltip=_tooltip("prompt size"))
+    scale, words = _value_scale(frame[["median", "min", "max"]].stack())
+    lines = base.mark_line(point=alt.OverlayMarkDef(size=70)).encode(
+        y=alt.Y("median:Q", title=f"first token s (median over runs, min–max{words})", scale=scale))
+    errors = base.mark_rule().encode(y="min:Q", y2="max:Q")
+    return alt.layer(lines, errors).properties(title="First token by fresh prompt size",
+                                               width=max(240, 90 * len(groups)), height=260)
 
 
-def token_latency_chart(records: pd.DataFrame) -> bytes | None:
-    """Per-token latency (itl_s, in ms) of each successful request, a box per phase."""
+def _tokens(long: pd.DataFrame, row: str) -> float:
+    """The prompt size a prompt row measured (its median prompt_tokens), for ordering the x axis."""
+    hit = long[(long["table"] == "prompt") & (long["row"] == row) & (long["metric"] == "prompt_tokens")]
+    return float(hit["median"].max()) if len(hit) else float("nan")
+
+
+def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.LayerChart | None:
+    """Per-token latency (itl_s, in ms) of every successful request: a box per phase and setup."""
     ok = succeeded(measured(records))
-    phases = [p for p in phase_order(ok) if ok.loc[ok["phase"] == p, "itl_s"].notna().any()]
-    if not phases:
+    ok = ok[ok["setup"].isin(list(keys))]
+    itl_ms = pd.to_numeric(ok["itl_s"], errors="coerce") * 1000
+    frame = pd.DataFrame({"phase": ok["phase"], "key": ok["setup"].map(keys), "itl_ms": itl_ms}).dropna()
+    if frame.empty:
         return None
-    data = [pd.to_numeric(ok.loc[ok["phase"] == p, "itl_s"], errors="coerce").dropna().to_numpy(float) * 1000
-            for p in phases]
-    figure = Figure(figsize=(max(6, len(phases) * 0.9), 4))
-    axes = figure.add_subplot()
-    axes.boxplot(data, tick_labels=phases)
-    axes.set(title="Per-token latency per request (itl_s)", xlabel="phase", ylabel="itl_s (ms)")
-    axes.tick_params(axis="x", labelrotation=45)
-    return _png(figure)
-
-
-def compare_chart(long: pd.DataFrame, setups: list[str]) -> bytes | None:
-    """Total tok/s at each concurrency, one bar per setup, min–max error bars."""
-    rows = _figure_rows(long, "burst", "total_tps")
-    if rows["median"].notna().sum() == 0:
-        return None
-    phases = list(dict.fromkeys(rows["row"]))
-    width = 0.8 / max(len(setups), 1)
-    figure = Figure(figsize=(max(6, len(phases) * len(setups) * 0.6), 4))
-    axes = figure.add_subplot()
-    for i, setup in enumerate(setups):
-        mine = rows[rows["setup"] == setup].set_index("row").reindex(phases)
-        positions = np.arange(len(phases)) + (i - (len(setups) - 1) / 2) * width
-        axes.bar(positions, mine["median"].to_numpy(float), width, yerr=_error_bars(mine), capsize=3, label=setup)
-    axes.set_xticks(np.arange(len(phases)), phases)
-    axes.set(title="Total tok/s by concurrency (median over rounds, min–max)", xlabel="phase",
-             ylabel="total_tps (tok/s)")
-    axes.legend()
-    return _png(figure)
+    phases = [p for p in phase_order(ok) if p in set(frame["phase"])]
+    order = list(keys.values())
+    scale, words = _value_scale(frame["itl_ms"])
+    boxes = alt.Chart(frame).mark_boxplot(extent="min-max").encode(
+        x=alt.X("phase:N", sort=phases, title="phase", axis=alt.Axis(labelAngle=-45)),
+        xOffset=alt.XOffset("key:N", sort=order), color=alt.Color("key:N", sort=order, title="setup"),
+        y=alt.Y("itl_ms:Q", title=f"itl_s (ms) per request{words}", scale=scale))
+    return boxes.properties(title="Per-token latency per request (itl_s)",
+                            width=max(240, 26 * len(phases) * len(order)), height=260)

@@ -1,19 +1,30 @@
 """The report as text: a list of blocks, rendered to Markdown or to self-contained HTML.
 
-A block is a tuple: ("title", text), ("heading", text), ("text", text), ("list", [items]),
-("table", cells frame), ("image", file name, png bytes). Both renderings come from the same
-blocks, so the Markdown and the HTML always say the same thing.
+A block is a tuple: ("title", text), ("heading", text), ("subheading", text), ("text", text),
+("list", [items]), ("table", cells frame), ("headline", cells frame, details frame) (a headline
+table: the details are the ranges, one click away in the HTML), ("chart", file name, Vega-Lite
+spec, png bytes). Both renderings come from the same blocks, so the Markdown and the HTML always
+say the same thing.
+
+Every report reads in one order: the legend of the setups' keys, the study's three tables, the
+result in words (several setups), warnings, charts, then the details: each run's header and
+every table with its ranges.
 """
 
 from __future__ import annotations
 
-import base64
 import html
+import json
 
 import pandas as pd
 
+from analysis import charts, headline
 from analysis.cells import display
 from analysis.summary import TABLE_TITLES
+
+HEADLINE_NOTE = ("Each cell is the median over runs (bursts: over rounds; the slowest first token is a round's "
+                 "p95). The min–max ranges are one click away on each cell of the HTML, and in the tables under "
+                 "Details; – is a figure that was not measured.")
 
 
 def header_items(facts: dict) -> list[str]:
@@ -23,11 +34,21 @@ def header_items(facts: dict) -> list[str]:
             f"requests: {facts['requests_ok']} ok, {facts['requests_failed']} failed (warm-ups not counted)"]
 
 
-def table_blocks(long: pd.DataFrame, setups: list[str] | None = None) -> list[tuple]:
+def headline_blocks(lines: pd.DataFrame, keys: dict[str, str]) -> list[tuple]:
+    blocks = []
+    for table, title in headline.HEADLINE_TITLES.items():
+        mine = lines[lines["table"] == table]
+        if not mine.empty:
+            blocks += [("heading", title),
+                       ("headline", headline.cells(mine, keys), headline.cells(mine, keys, headline.detail_text))]
+    return [*blocks, ("text", HEADLINE_NOTE)] if blocks else []
+
+
+def table_blocks(long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[tuple]:
     blocks = []
     for table in dict.fromkeys(long["table"]):
-        blocks += [("heading", f"{TABLE_TITLES.get(table, table)} (`{table}`)"),
-                   ("table", display(long[long["table"] == table], setups))]
+        blocks += [("subheading", f"{TABLE_TITLES.get(table, table)} (`{table}`)"),
+                   ("table", display(long[long["table"] == table], keys))]
     return blocks
 
 
@@ -44,27 +65,43 @@ def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[st
 
 
 def capacity_blocks(sentences: list[str]) -> list[tuple]:
-    return [("text", "**Capacity**"), ("list", sentences)] if sentences else []
+    """The capacity search's result, one sentence per setup that ran one."""
+    return [("heading", "Capacity"), ("list", sentences)] if sentences else []
 
 
-def summary_blocks(facts: dict, warnings: list[str], problems: list[str], long: pd.DataFrame,
-                   charts: dict[str, bytes], capacity: list[str] = ()) -> list[tuple]:
+def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
+    if not pictures:
+        return []
+    return [("heading", "Charts"), *[("chart", name, spec, png) for name, (spec, png) in pictures.items()]]
+
+
+def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
+                   warnings: list[str], problems: list[str], long: pd.DataFrame,
+                   pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = ()) -> list[tuple]:
     incomplete = [] if facts["complete"] else ["this directory"]
-    return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", header_items(facts)),
-            *warning_blocks(incomplete, warnings, problems), *capacity_blocks(list(capacity)), *table_blocks(long),
-            *[("image", name, png) for name, png in charts.items()]]
+    return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
+            *headline_blocks(lines, keys), *capacity_blocks(list(capacity)),
+            *warning_blocks(incomplete, warnings, problems),
+            *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
+            ("list", header_items(facts)), *table_blocks(long)]
 
 
-def compare_blocks(facts_by_setup: dict[str, dict], warnings: list[str], problems: list[str],
-                   long: pd.DataFrame, charts: dict[str, bytes], capacity: list[str] = ()) -> list[tuple]:
-    setups = list(facts_by_setup)
+def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd.DataFrame,
+                   keys: dict[str, str], verdicts: list[str], warnings: list[str], problems: list[str],
+                   long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
+                   capacity: list[str] = ()) -> list[tuple]:
     incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
-    blocks = [("title", "llm-bench compare: " + " vs ".join(setups))]
+    blocks = [("title", "llm-bench compare: " + " vs ".join(keys.values())), ("list", legend),
+              *headline_blocks(lines, keys)]
+    if verdicts:
+        blocks += [("heading", "The result, in words"),
+                   ("text", "A setup is named only where its whole min–max range is better than every other "
+                            "setup's."), ("list", verdicts)]
+    blocks += [*capacity_blocks(list(capacity)), *warning_blocks(incomplete, warnings, problems),
+               *chart_blocks(pictures), ("heading", "Details")]
     for label, facts in facts_by_setup.items():
-        blocks += [("heading", label), ("list", header_items(facts))]
-    return [*blocks, *warning_blocks(incomplete, warnings, problems), *capacity_blocks(list(capacity)),
-            *table_blocks(long, setups),
-            *[("image", name, png) for name, png in charts.items()]]
+        blocks += [("subheading", f"{keys[label]}: {label}"), ("list", header_items(facts))]
+    return [*blocks, *table_blocks(long, keys)]
 
 
 def markdown(blocks: list[tuple]) -> str:
@@ -74,13 +111,15 @@ def markdown(blocks: list[tuple]) -> str:
             parts.append(f"# {content[0]}")
         elif kind == "heading":
             parts.append(f"## {content[0]}")
+        elif kind == "subheading":
+            parts.append(f"### {content[0]}")
         elif kind == "text":
             parts.append(content[0])
         elif kind == "list":
             parts.append("\n".join(f"- {item}" for item in content[0]))
-        elif kind == "table":
+        elif kind in ("table", "headline"):
             parts.append(markdown_table(content[0]))
-        elif kind == "image":
+        elif kind == "chart":
             parts.append(f"![{content[0]}]({content[0]})")
     return "\n\n".join(parts) + "\n"
 
@@ -94,23 +133,58 @@ def markdown_table(cells: pd.DataFrame) -> str:
 
 
 def to_html(blocks: list[tuple], title: str) -> str:
-    body = []
-    for kind, *content in blocks:
+    """One file, nothing fetched: the charts' script is inlined once, each chart's data in its spec."""
+    body, has_chart = [], any(kind == "chart" for kind, *_ in blocks)
+    for number, (kind, *content) in enumerate(blocks):
         if kind == "title":
             body.append(f"<h1>{html.escape(content[0])}</h1>")
         elif kind == "heading":
             body.append(f"<h2>{_inline(content[0])}</h2>")
+        elif kind == "subheading":
+            body.append(f"<h3>{_inline(content[0])}</h3>")
         elif kind == "text":
             body.append(f"<p>{_inline(content[0])}</p>")
         elif kind == "list":
             body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in content[0]) + "</ul>")
         elif kind == "table":
-            body.append(content[0].to_html(index=False, escape=True, border=0))
-        elif kind == "image":
-            data = base64.b64encode(content[1]).decode("ascii")
-            body.append(f'<p><img alt="{html.escape(content[0])}" src="data:image/png;base64,{data}"></p>')
+            body.append(html_table(content[0]))
+        elif kind == "headline":
+            body.append(html_table(content[0], content[1], css_class="headline"))
+        elif kind == "chart":
+            body.append(_chart(f"chart-{number}", content[0], content[1]))
+    script = f"<script>{charts.embed_script()}</script>" if has_chart else ""
     return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<style>{_STYLE}</style>{script}</head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def html_table(cells: pd.DataFrame, details: pd.DataFrame | None = None, css_class: str = "") -> str:
+    """A table whose headers may break after ``_``; with ``details``, each cell but the first opens
+    on a click (and shows on hover) to the same cell of ``details``."""
+    head = "".join(f"<th>{_breakable(str(c))}</th>" for c in cells.columns)
+    rows = []
+    for i, values in enumerate(cells.itertuples(index=False)):
+        tds = []
+        for j, value in enumerate(values):
+            text = html.escape(str(value))
+            if details is not None and j > 0:
+                more = html.escape(str(details.iat[i, j]))
+                text = f'<details title="{more}"><summary>{text}</summary><small>{more}</small></details>'
+            tds.append(f"<td>{text}</td>")
+        rows.append("<tr>" + "".join(tds) + "</tr>")
+    return (f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows)
+            + "</tbody></table>")
+
+
+def _breakable(text: str) -> str:
+    return html.escape(text).replace("_", "_<wbr>")
+
+
+def _chart(element_id: str, name: str, spec: dict) -> str:
+    # "</" inside a script would end it early: a setup label could hold "</script>".
+    data = json.dumps(spec).replace("</", "<\\/")
+    options = json.dumps({"actions": False, "renderer": "svg"})
+    return (f'<figure id="{element_id}" class="chart" data-name="{html.escape(name)}"></figure>'
+            f"<script>vegaEmbed('#{element_id}', {data}, {options}).catch(console.error);</script>")
 
 
 def _inline(text: str) -> str:
@@ -122,7 +196,11 @@ def _inline(text: str) -> str:
     return escaped
 
 
-_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:80em}"
-          "table{border-collapse:collapse;margin-bottom:1em}"
-          "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}"
-          "td:first-child,th:first-child{text-align:left}")
+_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:88em}"
+          "table{border-collapse:collapse;margin-bottom:1em;font-size:.9em}"
+          "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;vertical-align:top}"
+          "td:first-child,th:first-child{text-align:left}"
+          "table.headline{font-size:1em}table.headline td{white-space:nowrap}"
+          "details summary{cursor:pointer;list-style:none}details summary::-webkit-details-marker{display:none}"
+          "details[open] summary{font-weight:bold}details small{display:block;white-space:normal;color:#444}"
+          "figure.chart{margin:1em 0}")

@@ -95,6 +95,20 @@ def load_metrics(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows, columns=["phase", "when", "t", "series", "value"]), problems
 
 
+def load_metric_names(directory: str | Path) -> dict:
+    """What the engine profile said its series are (``names`` of ``DIR/metrics.jsonl``), or {}."""
+    path = Path(directory) / METRICS_JSONL
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                names = json.loads(line).get("names")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(names, dict):
+                return names
+    return {}
+
+
 def load_settings(directory: str | Path) -> dict:
     """``DIR/settings.json`` (what was run, against which host, when), or {} when absent."""
     try:

@@ -3,7 +3,8 @@
     write_report(run_dir)              -> DIR/summary.md, summary.csv, report.html, the charts
                                           (total_tps.png, ttft_by_prompt.png, token_latency.png)
                                           and engine_clock.csv when the engine sent timings
-    write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.png, compare.html
+    write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.html and the charts
+                                          (compare.png, ttft_by_prompt.png, token_latency.png)
 
 Both print nothing and return the paths they wrote. A chart with nothing to draw is not written.
 """
@@ -14,27 +15,32 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import agreement, capacity, charts, document, load, study, summary
+from analysis import agreement, capacity, charts, document, headline, legend, load, study, summary, verdict
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
+TTFT_PNG, LATENCY_PNG = "ttft_by_prompt.png", "token_latency.png"
 
 
 def write_report(run_dir) -> list[Path]:
     run_dir = Path(run_dir)
     records, problems = load.load_runs([run_dir])
     metrics, metric_problems = load.load_metrics(run_dir)
+    settings = load.load_settings(run_dir)
+    facts = summary.facts(records, settings)
     slo, slo_problems = load.load_slo(run_dir)
-    facts = summary.facts(records, load.load_settings(run_dir))
-    long = summary.summary(records, metrics, setup=facts["setup"], slo=slo)
-    pictures = _present({"total_tps.png": charts.total_tps_chart(long),
-                         "ttft_by_prompt.png": charts.ttft_by_prompt_chart(long),
-                         "token_latency.png": charts.token_latency_chart(records)})
-    blocks = document.summary_blocks(facts, study.warnings(records), problems + metric_problems + slo_problems, long,
-                                     pictures, capacity_sentences(records, {facts["setup"]: slo}))
+    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
+    keys = legend.setup_keys([facts["setup"]])
+    items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
+    pictures = _rendered({"total_tps.png": charts.burst_chart(long, keys),
+                          TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
+                          LATENCY_PNG: charts.token_latency_chart(records, keys)})
+    blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
+                                     problems + metric_problems + slo_problems, long, pictures,
+                                     capacity_sentences(records, {facts["setup"]: slo}))
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
-    written += [_bytes(run_dir / name, png) for name, png in pictures.items()]
+    written += [_bytes(run_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(run_dir / REPORT_HTML, document.to_html(blocks, f"llm-bench: {facts['setup']}")))
     per_request = agreement.engine_clock(records)
     if not per_request.empty:
@@ -47,17 +53,24 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load.load_runs([Path(d) for d in dirs], list(labels) if labels else None)
     metrics = _metrics_by_setup(records, problems)
+    names = {label: load.load_metric_names(mine["run_dir"].iloc[0]) for label, mine in records.groupby("setup")}
     slos = _slos_by_setup(records, problems)
-    long = summary.comparison(records, metrics, slos)
+    long = summary.comparison(records, metrics, names, slos)
     setups = summary.setups(records)
+    keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}
-    facts = {label: summary.facts(mine, load.load_settings(mine["run_dir"].iloc[0]))
-             for label, mine in by_setup.items()}
-    warnings = [f"{label}: {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
-    pictures = _present({COMPARE_PNG: charts.compare_chart(long, setups)})
-    blocks = document.compare_blocks(facts, warnings, problems, long, pictures, capacity_sentences(records, slos))
+    settings = {label: load.load_settings(mine["run_dir"].iloc[0]) for label, mine in by_setup.items()}
+    facts = {label: summary.facts(mine, settings[label]) for label, mine in by_setup.items()}
+    warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
+    lines = headline.headline(long, setups)
+    pictures = _rendered({COMPARE_PNG: charts.burst_chart(long, keys),
+                          TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
+                          LATENCY_PNG: charts.token_latency_chart(records, keys)})
+    blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
+                                     verdict.verdicts(lines, keys), warnings, problems, long, pictures,
+                                     capacity_sentences(records, slos, keys))
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
-    written += [_bytes(out_dir / name, png) for name, png in pictures.items()]
+    written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))
     return written
 
@@ -75,13 +88,14 @@ def _metrics_by_setup(records: pd.DataFrame, problems: list[str]) -> dict[str, p
     return found
 
 
-def capacity_sentences(records: pd.DataFrame, slos: dict) -> list[str]:
-    """Each setup's capacity search result in one sentence (setups without a search say nothing)."""
+def capacity_sentences(records: pd.DataFrame, slos: dict, keys: dict[str, str] | None = None) -> list[str]:
+    """Each setup's capacity search result in one sentence (setups without a search say nothing);
+    with ``keys`` (a comparison) each sentence opens with its setup."""
     sentences = []
     for label, slo in slos.items():
         steps = capacity.steps(records[records["setup"] == label], slo) if slo is not None else pd.DataFrame()
         if not steps.empty:
-            sentences.append((f"{label}: " if len(slos) > 1 else "") + capacity.conclusion(steps, slo))
+            sentences.append((f"{keys[label]} ({label}): " if keys else "") + capacity.conclusion(steps, slo))
     return sentences
 
 
@@ -97,8 +111,9 @@ def _slos_by_setup(records: pd.DataFrame, problems: list[str]) -> dict:
     return found
 
 
-def _present(pictures: dict[str, bytes | None]) -> dict[str, bytes]:
-    return {name: png for name, png in pictures.items() if png is not None}
+def _rendered(pictures: dict) -> dict[str, tuple[dict, bytes]]:
+    """Each chart that has something to draw as (its Vega-Lite spec, its PNG)."""
+    return {name: (charts.spec(chart), charts.png(chart)) for name, chart in pictures.items() if chart is not None}
 
 
 def _text(path: Path, text: str) -> Path:

@@ -39,11 +39,13 @@ def setups(records: pd.DataFrame) -> list[str]:
 
 
 def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None,
-               slos: dict[str, Slo | None] | None = None) -> pd.DataFrame:
-    """summary() of each setup, stacked; ``metrics`` and ``slos`` map a setup label to its metric
-    readings and to the SLO its capacity search judged by."""
-    frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), setup=label,
-                      slo=(slos or {}).get(label)) for label in setups(records)]
+               names: dict[str, dict] | None = None, slos: dict[str, Slo | None] | None = None) -> pd.DataFrame:
+    """summary() of each setup, stacked; ``metrics``, ``names`` and ``slos`` map a setup label to its
+    metric readings, to what its engine profile says those series are, and to the SLO its capacity
+    search judged by."""
+    frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), (names or {}).get(label),
+                      setup=label, slo=(slos or {}).get(label))
+              for label in setups(records)]
     return pd.concat(frames, ignore_index=True) if frames else long_frame([])
 
 

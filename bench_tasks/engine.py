@@ -26,6 +26,12 @@ class Profile:
     tokenize: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    stream: dict = field(default_factory=dict)  # what its stream is known to carry (first_event_tokens)
+
+    @property
+    def first_event_tokens(self) -> float | None:
+        """Tokens its first content event carries, when the engine's source says (else None)."""
+        return self.stream.get("first_event_tokens") or None
 
     @property
     def ignore_eos(self) -> bool:

@@ -13,14 +13,17 @@ from bench_tasks import server
 from bench_tasks.engine import Profile
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([^\s]+)")
-_PROFILE_KEYS = ("prompt_tokens_total", "generation_tokens_total", "cached_prompt_tokens_total")
+_COUNTER_KEYS = ("prompt_tokens_total", "generation_tokens_total", "cached_prompt_tokens_total",
+                 "spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_tokens_total")
+_HISTOGRAM_KEYS = ("ttft_histogram", "decode_time_histogram", "generation_tokens_histogram")
 
 
 def wanted_series(profile: Profile) -> set[str]:
-    names = {profile.metrics.get(key, "") for key in _PROFILE_KEYS}
-    ttft = profile.metrics.get("ttft_histogram", "")
-    if ttft:
-        names |= {f"{ttft}_sum", f"{ttft}_count"}
+    names = {profile.metrics.get(key, "") for key in _COUNTER_KEYS}
+    for key in _HISTOGRAM_KEYS:
+        histogram = profile.metrics.get(key, "")
+        if histogram:
+            names |= {f"{histogram}_sum", f"{histogram}_count"}
     return {n for n in names if n}
 
 

@@ -19,6 +19,7 @@ def chat_body(
     *,
     ignore_eos: bool = False,
     tools: list[dict] | None = None,
+    stop: list[str] | None = None,
     extras: dict | None = None,
 ) -> dict:
     body = {
@@ -31,6 +32,8 @@ def chat_body(
     }
     if tools:
         body["tools"] = tools
+    if stop:
+        body["stop"] = list(stop)
     return _finish(body, ignore_eos, extras)
 
 

@@ -44,7 +44,7 @@ class Record:
     ttfb_s: float | None = None  # response headers received
     ttft_s: float | None = None  # first event carrying content, reasoning or tool-call text
     e2e_s: float | None = None  # stream finished
-    decode_s: float | None = None  # last content event - first content event
+    decode_s: float | None = None  # the closing (finish_reason) event - the first content event
     t_send: float | None = None  # perf_counter at send; comparable within one machine
     release_offset_s: float | None = None  # burst: send time minus the round's release instant
     clock_offset_s: float | None = None  # burst on a worker: master clock minus this clock (ping/pong)
@@ -72,6 +72,8 @@ class Record:
     engine_predicted_ms: float | None = None
     engine_predicted_tps: float | None = None
     engine_cache_n: int | None = None
+    engine_draft_n: int | None = None  # speculative decoding: tokens drafted for this request
+    engine_draft_accepted_n: int | None = None  # of those, accepted
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,17 +10,27 @@ Definitions (the README repeats them):
 - ``ttft_s``: send -> the first event carrying non-empty content, reasoning or tool-call text. A
   role-only chunk (``{"role": "assistant", "content": ""}``) is not a token.
 - ``e2e_s``: send -> the stream ended.
-- ``decode_s``: first content event -> last content event.
+- ``decode_s``: first content event -> the event that closes the answer (the one carrying
+  ``finish_reason``; the last content event when none does). An answer that ends by itself ends
+  with a token that has no text (the end-of-sequence token; a stop string the server swallows):
+  ``usage`` counts it, so its time is counted too. llama.cpp's ``predicted_ms`` and vLLM's
+  ``request_decode_time_seconds`` span the same: first sampled token to last.
 - ``decode_tps = (completion_tokens - first_event_tokens) / decode_s``: the tokens generated
   after the first content event over the time they took. With one token per event this is
   (n - 1) / (t_last - t_first); with several tokens per event (speculative decoding) subtracting
   only 1 would overstate the rate.
 - ``first_event_tokens``: from per-event usage when the server streams it (vLLM's
-  continuous_usage_stats), else estimated as completion_tokens / content_events.
+  continuous_usage_stats), else from the engine profile when it knows (llama.cpp: 1, the token its
+  prompt step sampled), else estimated as the content events' tokens over their number:
+  max(completion_tokens - closing_tokens, content_events) / content_events, where closing_tokens
+  is 1 when the answer ended by itself with a closing event that carried no text (its
+  end-of-sequence token), else 0.
 - ``prompt_tps = prompt_tokens / ttft_s``.
 - ``bunched_events``: content events stamped the same as the content event before them, i.e. read
   in the same chunk. The caller gives all lines of one read one stamp. Above half of the gaps, the
-  record is flagged ``bunched``: the events came in lumps, and their times are the delivery's.
+  record is flagged ``bunched``: the events came in lumps, and their times are the delivery's. The
+  tokens a speculating engine accepted from its draft (llama.cpp's ``draft_n_accepted``) are sent
+  back to back, one event each, by the engine itself: their gaps are left out of that share.
 """
 
 from __future__ import annotations
@@ -43,8 +53,11 @@ BUNCHED_SHARE = 0.5  # of the gaps between content events, zero (same read) abov
 class Recorder:
     """Keeps, per event, only a timestamp and what the formulas need; the rest once per request."""
 
-    def __init__(self, t_send: float) -> None:
+    def __init__(self, t_send: float, first_event_tokens: float | None = None) -> None:
+        """``first_event_tokens``: what the engine's profile knows its first content event carries
+        (llama.cpp: the one token its prompt step sampled), used when no per-event usage says."""
         self.t_send = t_send
+        self.known_first_event_tokens = first_event_tokens
         self.t_headers: float | None = None
         self.t_end: float | None = None
         self.event_times: list[float] = []  # content events only
@@ -53,6 +66,8 @@ class Recorder:
         self.usage: dict | None = None
         self.timings: dict | None = None
         self.finish_reason: str | None = None
+        self.t_close: float | None = None  # the event that carried finish_reason
+        self.close_had_text = False
         self.response_id = ""
         self.done = False
         self.error = ""
@@ -121,8 +136,9 @@ class Recorder:
                 self._tool_deltas.append(tool_calls)
         elif tool_calls:  # e.g. an id/type-only first fragment: keep it for assembly
             self._tool_deltas.append(tool_calls)
-        if choice.get("finish_reason"):
+        if choice.get("finish_reason") and self.t_close is None:
             self.finish_reason = choice["finish_reason"]
+            self.t_close, self.close_had_text = t, bool(text or tool_calls)
 
     def _fail(self, error: str, detail: str) -> bool:
         self.error, self.error_detail = error, detail
@@ -160,10 +176,10 @@ class Recorder:
         record.e2e_s = _since(self.t_end, self.t_send)
         record.content_events = len(self.event_times)
         record.bunched_events = self.bunched_events
-        if is_bunched(record.content_events, self.bunched_events):
-            add_flag(record, "bunched")
         self._fill_tokens(record)
         self._fill_engine_timings(record)
+        if is_bunched(record.content_events, self.bunched_events, record.engine_draft_accepted_n or 0):
+            add_flag(record, "bunched")
         if self.event_times:
             self._fill_rates(record)
         return record
@@ -193,22 +209,35 @@ class Recorder:
             per_event = (self.first_event_usage or {}).get("completion_tokens")
             if per_event:
                 record.first_event_tokens, record.first_event_tokens_source = float(per_event), "usage"
+            elif self.known_first_event_tokens:
+                record.first_event_tokens = float(self.known_first_event_tokens)
+                record.first_event_tokens_source = "profile"
             else:
-                record.first_event_tokens = completion / n_events
+                # Every content event carries at least one token, whatever a server counts.
+                record.first_event_tokens = max(completion - self._closing_tokens(), n_events) / n_events
                 record.first_event_tokens_source = "estimate"
         if record.prompt_tokens and record.ttft_s > 0:
             record.prompt_tps = record.prompt_tokens / record.ttft_s
+        t_closed = self.t_close if self.t_close is not None and self.t_close >= times[-1] else times[-1]
+        after_first = (completion or 0) - (record.first_event_tokens or 0)
+        if t_closed > times[0]:
+            record.decode_s = t_closed - times[0]
+            if after_first > 0:
+                record.decode_tps = after_first / record.decode_s
+                record.itl_s = record.decode_s / after_first
         if n_events < 2:
             return
-        record.decode_s = times[-1] - times[0]
-        after_first = (completion or 0) - (record.first_event_tokens or 0)
-        if record.decode_s > 0 and after_first > 0:
-            record.decode_tps = after_first / record.decode_s
-            record.itl_s = record.decode_s / after_first
         gaps = sorted(b - a for a, b in zip(times, times[1:]))
         record.gap_p50_s = quantile(gaps, 0.5)
         record.gap_p95_s = quantile(gaps, 0.95)
         record.gap_max_s = gaps[-1]
+
+    def _closing_tokens(self) -> int:
+        """Tokens counted after the last content event, as far as the stream shows: the
+        end-of-sequence token of an answer that ended by itself, sent as a closing event without
+        text (llama.cpp: none at all, vLLM: an empty delta). A swallowed stop string may hold more."""
+        ended_by_itself = self.finish_reason in ("stop", "tool_calls")
+        return 1 if ended_by_itself and self.t_close is not None and not self.close_had_text else 0
 
     def _fill_engine_timings(self, record: Record) -> None:
         timings = self.timings
@@ -220,13 +249,21 @@ class Recorder:
         record.engine_predicted_ms = timings.get("predicted_ms")
         record.engine_predicted_tps = timings.get("predicted_per_second")
         record.engine_cache_n = timings.get("cache_n")
+        record.engine_draft_n = timings.get("draft_n")
+        record.engine_draft_accepted_n = timings.get("draft_n_accepted")
 
 
-def is_bunched(content_events: int, bunched_events: int) -> bool:
+def is_bunched(content_events: int, bunched_events: int, draft_accepted: int = 0) -> bool:
     """More than half of the gaps between content events were zero: the events reached us in lumps
     (a buffering proxy, a starved server loop, or a client that fell behind), so the per-event times
-    are the delivery's, not the generation's, and decode and gap figures say little about the engine."""
-    return content_events >= 3 and bunched_events > BUNCHED_SHARE * (content_events - 1)
+    are the delivery's, not the generation's, and decode and gap figures say little about the engine.
+
+    A speculating engine that streams one event per token (llama.cpp) writes the tokens it accepted
+    from a draft back to back with the one that verified them: ``draft_accepted`` such gaps are
+    zero by the engine's own doing, and are left out of both counts."""
+    gaps = content_events - 1 - draft_accepted
+    lumped = bunched_events - draft_accepted
+    return gaps >= 2 and lumped > BUNCHED_SHARE * gaps
 
 
 def _has_tool_text(tool_calls: list) -> bool:

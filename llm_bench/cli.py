@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=_positive_int, default=256)
     run.add_argument("--ignore-eos", action="store_true",
                      help="ask for exactly --max-tokens tokens (engines that accept ignore_eos)")
+    run.add_argument("--question", action="append", default=[],
+                     help="ask this instead of the three chat questions (repeat the option for several)")
+    run.add_argument("--stop", action="append", default=[],
+                     help="end each answer at this stop string (OpenAI's `stop`; repeat the option for several)")
     run.set_defaults(handler=run_chat)
 
     quick = commands.add_parser("quick", help="run the quick suite headless, then write its report")
@@ -178,6 +182,8 @@ def common_locust_args(args) -> list[str]:
 def run_chat(args, argv: list[str]) -> int:
     extra = ["--llm-requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
     extra += ["--ignore-eos"] if args.ignore_eos else []
+    extra += [arg for question in args.question for arg in ("--chat-question", question)]
+    extra += [arg for stop in args.stop for arg in ("--chat-stop", stop)]
     _out_dir, failed = measure(args, argv, "chat.py", args.users, extra, {"workload": "chat"},
                                progress.chat_plan(args.requests, args.users))
     return exit_status(args, failed)

@@ -141,19 +141,12 @@ class SuiteShape(PhasedShape):
     def _scrape_then_begin(self, previous, phase) -> None:
         environment = self.runner.environment
         try:
-            server_target = target(environment)
-            log = JsonlWriter(Path(environment.parsed_options.llm_out) / METRICS_JSONL)
             for when, which in (("after", previous), ("before", phase)):
-                values = metrics.scrape(environment.host, server_target.profile, server_target.api_key)
-                if which is not None and values is not None:
-                    log.write({"phase": which.name, "when": when, "t": time.perf_counter(), "metrics": values})
-            log.close()
-        except Exception as exc:  # noqa: BLE001 - metrics are a bonus; the suite must go on
-            logging.warning("llm-bench: could not read the engine's metrics: %s", exc)
+                if which is not None:
+                    read_engine_counters(environment, which.name, when)
         finally:
             self.coordinator.begin()
             self.progress.phase(phase)
-
 
 
 class CapacityShape(PhasedShape):
@@ -196,6 +189,23 @@ class CapacityShape(PhasedShape):
         if getattr(self, "coordinator", None) is not None:
             self.coordinator.poll()  # the windows open and close by the clock, not only on a request
         return super().tick()
+
+
+def read_engine_counters(environment, phase: str, when: str) -> None:
+    """One reading of the engine's Prometheus counters into metrics.jsonl ("before" or "after" a phase).
+    Metrics are a bonus: a failure is logged and the run goes on."""
+    try:
+        server_target = target(environment)
+        values = metrics.scrape(environment.host, server_target.profile, server_target.api_key)
+        if values is None:
+            return
+        log = JsonlWriter(Path(environment.parsed_options.llm_out) / METRICS_JSONL)
+        # The profile's names say what each series is (and what its counter counts).
+        log.write({"phase": phase, "when": when, "t": time.perf_counter(), "metrics": values,
+                   "names": server_target.profile.metrics})
+        log.close()
+    except Exception as exc:  # noqa: BLE001
+        logging.warning("llm-bench: could not read the engine's metrics: %s", exc)
 
 
 class ProgressLog:

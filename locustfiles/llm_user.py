@@ -110,9 +110,9 @@ class LLMUser(FastHttpUser):
             **labels,
         )
 
-    def stream_chat(self, record: Record, messages: list[dict], max_tokens: int, *,
-                    tools: list[dict] | None = None, ignore_eos: bool = False, judge: Judge | None = None) -> Recorder:
-        body = chat_body(self.target.model, messages, max_tokens, tools=tools,
+    def stream_chat(self, record: Record, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,
+                    ignore_eos: bool = False, stop: list[str] | None = None, judge: Judge | None = None) -> Recorder:
+        body = chat_body(self.target.model, messages, max_tokens, tools=tools, stop=stop,
                          ignore_eos=ignore_eos and self.target.profile.ignore_eos, extras=self.target.extras)
         return self.stream(CHAT_PATH, body, record, judge)
 
@@ -149,7 +149,7 @@ class LLMUser(FastHttpUser):
     def _measure(self, resp, t_send: float, record: Record) -> Recorder:
         """Read one response to its end; the clock starts when the request really left."""
         sock = transport.request_socket(t_send)
-        recorder = Recorder(t_send if sock is None else sock.t_sent)
+        recorder = Recorder(t_send if sock is None else sock.t_sent, self.target.profile.first_event_tokens)
         recorder.headers(transport.received_at(sock))
         _read(resp, recorder, record, sock)
         recorder.end(time.perf_counter())

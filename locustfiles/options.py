@@ -38,6 +38,10 @@ def add_options(parser) -> None:
     group.add_argument("--think-time", default="10-40", include_in_web_ui=True,
                        help="classroom.py, capacity.py: seconds a student thinks between an answer and the next "
                             "question, a range drawn uniformly (10-40) or one value (2)")
+    group.add_argument("--chat-question", action="append", default=None,
+                       help="chat.py: ask this instead of the three chat questions (repeat for several)")
+    group.add_argument("--chat-stop", action="append", default=None,
+                       help="chat.py: end answers at this stop string (OpenAI's `stop`; repeat for several)")
     suite = parser
     suite.add_argument("--runs", type=int, default=3, include_in_web_ui=True, help="Runs per test (bursts: rounds)")
     suite.add_argument("--sizes", default="4k,16k,32k", include_in_web_ui=True, help="Fresh prompt sizes in tokens")

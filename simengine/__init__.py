@@ -26,11 +26,19 @@ buffering proxy or a starved event loop delivers it; the truth log keeps the gen
 
 Truth log (JSONL, one line per finished request, flushed per line; times are perf_counter seconds,
 CLOCK_MONOTONIC, comparable with the client's): request_id, fault, status, t_arrival (request fully
-read), t_admitted (slot taken), t_first_byte (role chunk written), t_first_token, t_last_token
-(first/last content or tool-call event written), n_events, prompt_tokens, cached_tokens,
-completion_tokens, first_event_tokens, tokens_per_event, ttft_s = t_first_token - t_arrival,
-decode_tps = (completion_tokens - first_event_tokens) / (t_last_token - t_first_token),
-finish_reason, wall_time. Status 499: the client went away first. A line is written just before
+read), t_admitted (slot taken), t_first_byte (role chunk written), t_first_token, t_last_content
+(first/last content or tool-call event written), t_last_token (the last token generated: the finish
+chunk's write when the answer ends with tokens that have no text, else t_last_content), n_events,
+prompt_tokens, cached_tokens, completion_tokens (every token generated), first_event_tokens,
+closing_tokens (generated after the last content event, without text: the end-of-sequence token of an
+answer that ended by itself, or a stop string), tokens_per_event, draft_n, draft_n_accepted
+(llama.cpp-style drafting), ttft_s = t_first_token - t_arrival, decode_tps = (completion_tokens -
+first_event_tokens) / (t_last_token - t_first_token), finish_reason, wall_time.
+
+How answers end (see simengine.answer): by themselves with an end-of-sequence token, by a `stop`
+string (counted, not sent; text that may begin one held back), or at `max_tokens` / `ignore_eos`.
+`draft_tokens` > 0 speculates as llama.cpp does: one event per token, each step's accepted draft
+tokens written back to back, `timings` with draft_n and draft_n_accepted. Status 499: the client went away first. A line is written just before
 its response's last bytes, so a client that has seen the end of a response finds its line.
 """
 

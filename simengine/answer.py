@@ -9,6 +9,15 @@
 - Otherwise words from a fixed list, seeded by the prompt hash; the natural length lies in
   [answer_tokens_min, answer_tokens_max]. `max_tokens` caps every answer ("length");
   `ignore_eos` makes a text answer exactly `max_tokens` long.
+
+How an answer ends, as llama.cpp and vLLM end it (measured on both here):
+- By itself ("stop", "tool_calls"): with an end-of-sequence token, counted in `completion_tokens`
+  and generated one token after the last text, which it does not have: no content event carries
+  it, the finish chunk is sent when it is generated (`closing_tokens` = 1).
+- By a stop string (`stop`): at the token that completes it; the stop string is not sent, its
+  tokens are counted. Text that may begin a stop string is held back and sent with the next token
+  (one event, several tokens), as llama.cpp does (server-context.cpp, process_token).
+- By length: at its last token, whose event the finish chunk follows at once.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ class Answer:
     text: str  # the content, or the tool call's arguments
     tool_name: str | None = None
     tool_call_id: str | None = None
+    closing_tokens: int = 0  # generated after the last content event, without text (end-of-sequence, a stop string)
 
 
 @dataclass
@@ -53,6 +63,7 @@ class Question:
     tools: list | None
     max_tokens: int
     ignore_eos: bool
+    stop: tuple[str, ...] = ()
 
 
 def plan_answer(question: Question, tokens_per_event: int, length_range: tuple[int, int]) -> Answer:
@@ -63,11 +74,51 @@ def plan_answer(question: Question, tokens_per_event: int, length_range: tuple[i
     low, high = length_range
     needle = _needle_pieces(question)
     natural = len(needle) if needle else low + seed % (high - low + 1)
-    # Like vLLM: ignore_eos runs to max_tokens and reports "length".
+    # Like vLLM: ignore_eos runs to max_tokens and reports "length". Ending by itself takes one more
+    # token than the text: the end-of-sequence token must fit in max_tokens too.
+    ends_itself = natural < question.max_tokens and not question.ignore_eos
     target = question.max_tokens if question.ignore_eos else min(natural, question.max_tokens)
-    finish = "stop" if natural <= question.max_tokens and not question.ignore_eos else "length"
     pieces = (needle + _word_pieces(rng, target - len(needle), after=len(needle)))[:target]
-    return Answer(_group(pieces, tokens_per_event), finish, len(pieces), "".join(pieces))
+    events, closing, finish = stream_events(pieces, question.stop, ends_itself)
+    text = "".join(t for t, _ in events)
+    return Answer(_group(events, tokens_per_event), finish, sum(n for _, n in events) + closing, text,
+                  closing_tokens=closing)
+
+
+def stream_events(pieces: list[str], stop: tuple[str, ...], ends_itself: bool) -> tuple[list, int, str]:
+    """One-token pieces as llama.cpp streams them: (events as (text, tokens), closing_tokens, finish).
+
+    Unsent text that ends with the beginning of a stop string is held back; a stop string ends
+    the answer at the token that completes it, and is never sent."""
+    events, unsent, pending = [], "", 0
+    for piece in pieces:
+        unsent, pending = unsent + piece, pending + 1
+        hit = _stop_at(unsent, stop)
+        if hit is not None:
+            if hit > 0:
+                events.append((unsent[:hit], pending))
+                pending = 0
+            return events, pending, "stop"
+        if not _may_begin_a_stop(unsent, stop):
+            events.append((unsent, pending))
+            unsent, pending = "", 0
+    if ends_itself:
+        if unsent:  # held-back text leaves with the end-of-sequence token's step
+            events.append((unsent, pending + 1))
+            return events, 0, "stop"
+        return events, 1, "stop"
+    if unsent:
+        events.append((unsent, pending))
+    return events, 0, "length"
+
+
+def _stop_at(text: str, stop: tuple[str, ...]) -> int | None:
+    found = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return min(found) if found else None
+
+
+def _may_begin_a_stop(text: str, stop: tuple[str, ...]) -> bool:
+    return any(text.endswith(s[:k]) for s in stop for k in range(1, len(s)))
 
 
 def _needle_pieces(question: Question) -> list[str]:
@@ -87,11 +138,17 @@ def _word_pieces(rng: random.Random, count: int, after: int) -> list[str]:
     return pieces
 
 
-def _group(pieces: list[str], tokens_per_event: int) -> list[tuple[str, int]]:
+def _group(events: list[tuple[str, int]], tokens_per_event: int) -> list[tuple[str, int]]:
+    """Events merged until each carries tokens_per_event tokens (vLLM's multi-token steps)."""
     if tokens_per_event == 1:
-        return [(piece, 1) for piece in pieces]
-    return [("".join(pieces[i:i + tokens_per_event]), len(pieces[i:i + tokens_per_event]))
-            for i in range(0, len(pieces), tokens_per_event)]
+        return events
+    grouped: list[tuple[str, int]] = []
+    for text, tokens in events:
+        if grouped and grouped[-1][1] < tokens_per_event:
+            grouped[-1] = (grouped[-1][0] + text, grouped[-1][1] + tokens)
+        else:
+            grouped.append((text, tokens))
+    return grouped
 
 
 def _tool_answer(question: Question, rng: random.Random, seed: int, tokens_per_event: int) -> Answer:
@@ -102,10 +159,12 @@ def _tool_answer(question: Question, rng: random.Random, seed: int, tokens_per_e
     arguments = json.dumps(_fill_arguments(function.get("parameters") or {}, rng))
     budget = max(question.max_tokens - 1, 0)  # the header event is the name's token
     pieces = split_pieces(arguments)
-    finish = "tool_calls" if len(pieces) <= budget else "length"
+    ends_itself = len(pieces) < budget  # the call, then the end-of-sequence token
+    finish, closing = ("tool_calls", 1) if ends_itself else ("length", 0)
     pieces = pieces[:budget]
-    events = [("", 1)] + _group(pieces, tokens_per_event)
-    return Answer(events, finish, 1 + len(pieces), "".join(pieces), function["name"], f"call_{seed:08x}")
+    events = [("", 1)] + _group([(piece, 1) for piece in pieces], tokens_per_event)
+    return Answer(events, finish, 1 + len(pieces) + closing, "".join(pieces), function["name"],
+                  f"call_{seed:08x}", closing_tokens=closing)
 
 
 def _fill_arguments(parameters: dict, rng: random.Random) -> dict:

@@ -25,7 +25,10 @@ HELP = {
     "prefill_tps": "prompt tokens per second per slot (slots prefill concurrently)",
     "decode_tps": "tokens per second of one request decoding alone",
     "decode_slowdown": "per-request rate = decode_tps / (1 + decode_slowdown * (decoding - 1))",
-    "tokens_per_event": "tokens per content event (>1 imitates speculative decoding)",
+    "tokens_per_event": "tokens per content event (>1 imitates vLLM's speculative decoding)",
+    "draft_tokens": "llama.cpp-style speculative decoding: tokens drafted per step (0: off); each step costs one "
+                    "token's time and sends its accepted tokens as separate events, back to back",
+    "draft_acceptance": "chance that each drafted token is accepted (in order, until the first rejection)",
     "base_latency_s": "seconds added before prefill",
     "ctx_len": "context size; prompt_tokens + max_tokens beyond it gets HTTP 400",
     "prefix_cache": "reuse earlier prompts' whole blocks as cached tokens",
@@ -51,6 +54,8 @@ class SimConfig:
     decode_tps: float = 120.0
     decode_slowdown: float = 0.08
     tokens_per_event: int = 1
+    draft_tokens: int = 0
+    draft_acceptance: float = 0.7
     base_latency_s: float = 0.0
     ctx_len: int = 163840
     prefix_cache: bool = True
@@ -71,6 +76,10 @@ class SimConfig:
             raise ValueError("slots, tokens_per_event and cache_block_tokens must be at least 1")
         if self.prefill_tps <= 0 or self.decode_tps <= 0:
             raise ValueError("prefill_tps and decode_tps must be positive")
+        if self.draft_tokens < 0 or not 0.0 <= self.draft_acceptance <= 1.0:
+            raise ValueError("draft_tokens must be >= 0 and draft_acceptance in [0, 1]")
+        if self.draft_tokens and self.tokens_per_event != 1:
+            raise ValueError("draft_tokens (llama.cpp-style, one event per token) needs tokens_per_event 1")
         if not 1 <= self.answer_tokens_min <= self.answer_tokens_max:
             raise ValueError("need 1 <= answer_tokens_min <= answer_tokens_max")
         unknown = set(self.fault_kind_list()) - set(FAULT_KINDS)

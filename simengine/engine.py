@@ -76,7 +76,7 @@ class Engine:
         if generation.t_admitted is not None:
             self.running -= 1
         if status == 200 and generation.finish_reason not in (None, "error"):
-            self.metrics.requests_success += 1
+            self.metrics.finished(generation, self.config.draft_tokens)
         self.truth_log.write(generation.truth(status))
         self._admit_waiting()
 

@@ -1,12 +1,19 @@
-"""One completion being served: queued -> admitted (role chunk) -> prefill -> decode events -> finish.
+"""One completion being served: queued -> admitted (role chunk) -> prefill -> decode steps -> finish.
 
 Every time in the truth log is stamped at the `transport.write` of the bytes it names, so the
 client's clock (the same CLOCK_MONOTONIC) can be held against it. A non-streamed request follows the
 same schedule but writes nothing until its body; its token times are when the events would have gone.
+
+Decoding runs in steps (see `plan_steps`): one content event per step, costing its tokens' time;
+with llama.cpp-style drafting, a step sends its accepted draft tokens and its own token as separate
+events written back to back, at the cost of one token. An answer that ends by itself, or by a stop
+string the client never sees, ends with a step that has no event: its tokens are counted and the
+finish chunk is written when they are generated (`t_last_token`).
 """
 
 from __future__ import annotations
 
+import random
 import time
 from time import perf_counter
 
@@ -35,11 +42,15 @@ class Generation:
         self.block_hashes = block_hashes
         self.stall_s = stall_s
         self.fault_at = min(FAULT_AFTER_EVENTS, len(answer.events)) - 1
+        config = engine.config
+        self.steps, self.draft_n, self.draft_accepted = plan_steps(
+            answer, config.draft_tokens, config.draft_acceptance, random.Random(request_id))
         self.state = QUEUED
         self.t_arrival = t_arrival
         self.t_admitted = self.t_first_byte = self.t_first_token = self.t_last_token = None
+        self.t_last_content = None
         self.cached_tokens = 0
-        self.next_event = 0
+        self.next_step = 0
         self.n_events = 0
         self.completion_tokens = 0
         self.first_event_tokens = 0
@@ -79,23 +90,24 @@ class Generation:
         self._emit()
 
     def _emit(self) -> None:
-        index = self.next_event
-        text, tokens = self.answer.events[index]
-        self.completion_tokens += tokens
-        t = self._write_event(index, text)
-        if index == 0:
-            self.t_first_token = t
-            self.first_event_tokens = tokens
-            self.engine.metrics.ttft.observe(t - self.t_arrival)
-        self.t_last_token = t
-        self.n_events += 1
-        self.next_event += 1
-        self.engine.metrics.generation_tokens += tokens
-        if index == self.fault_at and self._strike_fault():
-            return
-        if self.next_event < len(self.answer.events):
-            self.engine.scheduler.decode_at(self.v_due + self.answer.events[self.next_event][1],
-                                            Generation._on_decode_due, self)
+        """Write this step's events (none for the closing step), then schedule the next step."""
+        events, _cost = self.steps[self.next_step]
+        for index in events:
+            text, tokens = self.answer.events[index]
+            self.completion_tokens += tokens
+            t = self._write_event(index, text)
+            if index == 0:
+                self.t_first_token = t
+                self.first_event_tokens = tokens
+                self.engine.metrics.ttft.observe(t - self.t_arrival)
+            self.t_last_token = self.t_last_content = t
+            self.n_events += 1
+            self.engine.metrics.generation_tokens += tokens
+            if index == self.fault_at and self._strike_fault():
+                return
+        self.next_step += 1
+        if self.next_step < len(self.steps):
+            self.engine.scheduler.decode_at(self.v_due + self.steps[self.next_step][1], Generation._on_decode_due, self)
         else:
             self._finish()
 
@@ -147,6 +159,11 @@ class Generation:
     # -- the end --
     def _finish(self) -> None:
         reason = self.answer.finish_reason
+        closing = self.answer.closing_tokens
+        if closing:  # generated now, without text: the finish chunk is their only trace
+            self.completion_tokens += closing
+            self.engine.metrics.generation_tokens += closing
+            self.t_last_token = perf_counter()
         if not self.stream:
             body = self._body(reason)
             self.t_first_byte = perf_counter()  # just before the write: the log line must precede it
@@ -208,29 +225,70 @@ class Generation:
                 "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
     def timings(self) -> dict:
-        """llama.cpp's `timings`, with its definitions (tools/server, measured on the real server):
-        predicted_ms spans the first token to the last, predicted_n counts every token, and
-        predicted_per_second is the tokens after the first over predicted_ms."""
+        """llama.cpp's `timings`, with its definitions (tools/server/server-context.cpp, measured on
+        the real server): prompt_ms runs from the slot taking the request to the first sampled token,
+        predicted_ms from the first sampled token to the last (an end-of-sequence token included),
+        predicted_n counts every token, predicted_per_second is the tokens after the first over
+        predicted_ms; draft_n and draft_n_accepted only when the engine speculated."""
         prompt_n = self.prompt_tokens - self.cached_tokens
-        prompt_ms = (self.t_first_token - self.t_admitted) * 1000.0
-        predicted_ms = (self.t_last_token - self.t_first_token) * 1000.0
+        last = self.t_last_token if self.t_last_token is not None else perf_counter()
+        first = self.t_first_token if self.t_first_token is not None else last  # no text at all
+        prompt_ms = (first - self.t_admitted) * 1000.0
+        predicted_ms = (last - first) * 1000.0
         after_first = self.completion_tokens - self.first_event_tokens
-        return {"cache_n": self.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
-                "prompt_per_second": prompt_n / prompt_ms * 1000.0 if prompt_ms > 0 else None,
-                "predicted_n": self.completion_tokens, "predicted_ms": predicted_ms,
-                "predicted_per_second": after_first / predicted_ms * 1000.0 if predicted_ms > 0 else None}
+        timings = {"cache_n": self.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
+                   "prompt_per_second": prompt_n / prompt_ms * 1000.0 if prompt_ms > 0 else None,
+                   "predicted_n": self.completion_tokens, "predicted_ms": predicted_ms,
+                   "predicted_per_second": after_first / predicted_ms * 1000.0 if predicted_ms > 0 else None}
+        if self.draft_n:
+            timings |= {"draft_n": self.draft_n, "draft_n_accepted": self.draft_accepted}
+        return timings
 
     def truth(self, status: int) -> dict:
+        """The true figures, under the client's definitions: decode runs from the first content event
+        to the last token generated (the closing step's, when the answer ends without text)."""
         decode_s = (self.t_last_token - self.t_first_token) if self.t_first_token is not None else 0.0
         after_first = self.completion_tokens - self.first_event_tokens
         return {
             "request_id": self.request_id, "fault": self.fault, "status": status,
             "t_arrival": self.t_arrival, "t_admitted": self.t_admitted, "t_first_byte": self.t_first_byte,
-            "t_first_token": self.t_first_token, "t_last_token": self.t_last_token, "n_events": self.n_events,
+            "t_first_token": self.t_first_token, "t_last_content": self.t_last_content,
+            "t_last_token": self.t_last_token, "n_events": self.n_events,
             "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
             "completion_tokens": self.completion_tokens, "first_event_tokens": self.first_event_tokens,
-            "tokens_per_event": self.engine.config.tokens_per_event,
+            "closing_tokens": self.answer.closing_tokens, "tokens_per_event": self.engine.config.tokens_per_event,
+            "draft_n": self.draft_n, "draft_n_accepted": self.draft_accepted,
             "ttft_s": self.t_first_token - self.t_arrival if self.t_first_token is not None else None,
             "decode_tps": after_first / decode_s if decode_s > 0 and after_first > 0 else None,
             "finish_reason": self.finish_reason, "wall_time": time.time(),
         }
+
+
+def plan_steps(answer: Answer, draft_tokens: int, acceptance: float, rng: random.Random) -> tuple[list, int, int]:
+    """The decode steps of an answer: [(event indexes, cost in tokens' time)], drafted, accepted.
+
+    The first step is the prompt step's token. Without drafting every later step is one event and
+    costs its tokens. With drafting (llama.cpp) each step drafts ``draft_tokens``, accepts them in
+    order while each passes (chance ``acceptance``), and sends the accepted ones and its own token
+    as separate events, for the cost of one token. The closing tokens (no text) are one more step:
+    they cost their tokens' time, or ride in the last step when its draft had room for them."""
+    n = len(answer.events)
+    steps: list[tuple[list[int], float]] = [([0], 0.0)] if n else []
+    drafted = accepted = 0
+    index, room = 1, 0
+    while index < n:
+        if draft_tokens:
+            run = 0
+            while run < draft_tokens and rng.random() < acceptance:
+                run += 1
+            events = list(range(index, min(index + 1 + run, n)))
+            drafted, accepted, room = drafted + draft_tokens, accepted + len(events) - 1, 1 + run - len(events)
+            steps.append((events, 1.0))
+        else:
+            events = [index]
+            steps.append((events, float(answer.events[index][1])))
+        index += len(events)
+    if answer.closing_tokens or not steps:
+        cost = 0.0 if draft_tokens and room >= answer.closing_tokens else float(answer.closing_tokens)
+        steps.append(([], cost if steps else 0.0))
+    return steps, drafted, accepted

@@ -128,7 +128,7 @@ class Router:
             self._respond_fault(connection, request, request_id, fault)
             return
         question = Question(text, last_user_text, last_role, tools, max_tokens or config.ctx_len - len(tokens),
-                            bool(body.get("ignore_eos")))
+                            bool(body.get("ignore_eos")), stop_strings(body.get("stop")))
         answer = plan_answer(question, config.tokens_per_event, (config.answer_tokens_min, config.answer_tokens_max))
         stream_options = body.get("stream_options") or {}
         encoder = ChunkEncoder(request_id, config.model, int(time.time()), chat, crlf=fault == "crlf")
@@ -191,6 +191,15 @@ def require_messages(body: dict) -> list:
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise RequestError(400, "`messages` must be a non-empty list of objects")
     return messages
+
+
+def stop_strings(stop) -> tuple[str, ...]:
+    """OpenAI's `stop`: a string or a list of strings (empty ones mean nothing)."""
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise RequestError(400, "`stop` must be a string or a list of strings")
+    return tuple(s for s in stop or () if s)
 
 
 def prompt_text(prompt) -> str:

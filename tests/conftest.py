@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,42 @@ def split_cores(sim) -> set[int] | None:
     return set(cores[1:])
 
 
+# What Chromium needs here: no sandbox (root), no GPU, and nothing that reaches for the network.
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium, installed when missing (CI runs as root); no browser is downloaded at run time."""
+    path = shutil.which("chromium")
+    if path is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=300)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], env=env, check=False, timeout=600)
+        path = shutil.which("chromium")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium could not be installed with apt-get")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return path
+
+
+@pytest.fixture
+def browser_page(chromium, tmp_path):
+    """A Playwright page in that Chromium: headless, a fresh profile, a 1400 x 1000 window."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            tmp_path / "chromium-profile", executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 1000})
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
 def load_records(out_dir: Path) -> pd.DataFrame:
     records, _info = load_run(out_dir)
     return records
@@ -69,6 +106,7 @@ from engines.fixtures import (  # noqa: E402,F401 - real engines, started once p
     engine_cache_dir,
     pytest_collection_finish,  # installs vLLM before the first test, outside any test's timeout
     llamacpp_server,
+    smollm2_ngram_server,
     smollm2_server,
     vllm_ngram_server,
     vllm_server,

@@ -10,9 +10,11 @@ from tests.conftest import load_records, read_truth, run_cli, split_cores
 
 
 @pytest.mark.parametrize("users", [1, 12])
-@pytest.mark.parametrize("tokens_per_event", [1, 4])
-def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_event):
-    sim = start_sim(slots=12, decode_tps=60.0, tokens_per_event=tokens_per_event,
+@pytest.mark.parametrize("tokens_per_event,draft_tokens", [(1, 0), (4, 0), (1, 4)],
+                         ids=["one-token-events", "vllm-style-4-per-event", "llamacpp-style-drafts"])
+def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_event, draft_tokens):
+    # Answers end by themselves: with an end-of-sequence token that has no text, as trained models do.
+    sim = start_sim(slots=12, decode_tps=60.0, tokens_per_event=tokens_per_event, draft_tokens=draft_tokens,
                     answer_tokens_min=60, answer_tokens_max=100)
     out = tmp_path / "run"
     # Engine and client on cores of their own, as selftest does: the engine's truth is then its own.
@@ -31,9 +33,12 @@ def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_even
     print(f"users {users}, {tokens_per_event} token(s)/event: |TTFT error| p50 {ttft_error_s.median() * 1000:.3f} ms,"
           f" max {ttft_error_s.max() * 1000:.3f} ms; |decode error| p50 {decode_error.median() * 100:.4f}%")
     assert ttft_error_s.median() <= 0.002, ttft_error_s.describe()
-    assert decode_error.median() <= 0.01, decode_error.describe()
+    assert decode_error.median() <= 0.001, decode_error.describe()
     assert (joined["completion_tokens"].astype(int) == joined["completion_tokens_true"].astype(int)).all()
-    assert (joined["tokens_per_event"].astype(float).round() == tokens_per_event).all()
+    assert (joined["finish_reason"] == "stop").all() and (joined["closing_tokens_true"] == 1).all()
+    assert (joined["first_event_tokens"].astype(float) == joined["first_event_tokens_true"].astype(float)).all()
+    # Accepted draft tokens arrive back to back by the engine's design: not a lumped delivery.
+    assert not joined["flags"].str.contains("bunched").any(), joined[["bunched_events", "content_events"]]
     # TTFT never stops at the role-only chunk, which the simulated engine sends at once: the client's
     # first token is nearer the true first token than the role chunk. (Headers, role chunk and first
     # token read together share one arrival stamp, so TTFT may equal TTFB, never precede it.)

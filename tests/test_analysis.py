@@ -227,8 +227,9 @@ def test_a_phase_with_lumped_streams_is_warned_about():
 # -- agreement with the engine --------------------------------------------------------------------
 
 def test_engine_clock_like_for_like_with_a_convention_parameter():
-    records = frame({"completion_tokens": 101, "first_event_tokens": 1, "decode_s": 2.0, "ttft_s": 0.25,
-                     "engine_predicted_n": 101, "engine_predicted_ms": 2000.0, "engine_prompt_ms": 200.0},
+    records = frame({"completion_tokens": 101, "first_event_tokens": 1, "decode_s": 2.0, "ttft_s": 0.3,
+                     "ttfb_s": 0.05, "engine_predicted_n": 101, "engine_predicted_ms": 2000.0,
+                     "engine_prompt_ms": 200.0, "engine_draft_n": 40, "engine_draft_accepted_n": 30},
                     {"completion_tokens": 50, "decode_s": 1.0},  # no timings: not in the table
                     scenario="chat", phase="chat", round=1)
     table = agreement.engine_clock(records)
@@ -237,7 +238,9 @@ def test_engine_clock_like_for_like_with_a_convention_parameter():
     assert row["client_decode_tps"] == pytest.approx(50.0)
     assert row["engine_decode_tps"] == pytest.approx(50.0)  # llama.cpp's (n - 1) / predicted_ms
     assert row["decode_diff_pct"] == pytest.approx(0.0)
+    # From the headers (sent when a slot took the request) to the first token, against prompt_ms.
     assert row["ttft_diff_ms"] == pytest.approx(50.0) and row["ttft_diff_pct"] == pytest.approx(25.0)
+    assert row["draft_acceptance_share"] == pytest.approx(0.75)
 
     def all_tokens(r):  # another engine's convention: every token over the same span
         return r["engine_predicted_n"].astype(float) / (r["engine_predicted_ms"].astype(float) / 1000)
@@ -281,6 +284,44 @@ def test_metrics_agreement_counts_warmups_inside_the_window():
     assert math.isnan(row["engine_generation_tokens"])  # not read: missing, not 0
     long = agreement.metrics_table(table.reset_index())
     check(long, "engine_metrics", "chat", "engine_prompt_tokens", 70, NAN, NAN, 3)
+
+
+def test_metrics_agreement_decode_like_for_like_and_counters_that_count_what_they_say():
+    records = frame(
+        {"t_send": 11.0, "completion_tokens": 51, "first_event_tokens": 1, "decode_s": 1.0, "prompt_tokens": 100,
+         "cached_tokens": 60, "ttft_s": 0.1},
+        {"t_send": 12.0, "completion_tokens": 31, "first_event_tokens": 1, "decode_s": 0.5, "prompt_tokens": 100,
+         "cached_tokens": 0, "ttft_s": 0.1},
+        phase="agent", scenario="agent", round=1)
+
+    def readings(before: dict, after: dict) -> pd.DataFrame:
+        return pd.DataFrame([("agent", when, t, name, value) for when, t, values in
+                             (("before", 10.0, before), ("after", 20.0, after)) for name, value in values.items()],
+                            columns=["phase", "when", "t", "series", "value"])
+
+    vllm = {"vllm:request_generation_tokens_sum": 82.0, "vllm:request_generation_tokens_count": 2.0,
+            "vllm:request_decode_time_seconds_sum": 1.6, "vllm:spec_decode_num_draft_tokens_total": 40.0,
+            "vllm:spec_decode_num_accepted_tokens_total": 10.0, "vllm:prompt_tokens_total": 200.0}
+    table = agreement.metrics_agreement(records, readings({k: 0.0 for k in vllm}, vllm)).set_index("phase")
+    row = table.loc["agent"]
+    # Both sides: the tokens after each request's first, over the time from its first token to its last.
+    assert row["engine_decode_tps"] == pytest.approx(80 / 1.6) and row["client_decode_tps"] == pytest.approx(80 / 1.5)
+    assert row["decode_diff_pct"] == pytest.approx((80 / 1.5 - 50) / 50 * 100)
+    assert row["engine_spec_acceptance_share"] == pytest.approx(0.25)
+    assert row["client_prompt_tokens"] == 200 == row["engine_prompt_tokens"]  # vLLM counts cached tokens too
+    # llama.cpp's prompt counter leaves cached tokens out: the client side counts what it counts.
+    llama = {"llamacpp:prompt_tokens_total": 140.0, "llamacpp:tokens_predicted_total": 82.0}
+    names = {"prompt_tokens_total": "llamacpp:prompt_tokens_total", "prompt_tokens_counted": "processed",
+             "generation_tokens_total": "llamacpp:tokens_predicted_total"}
+    row = agreement.metrics_agreement(records, readings({k: 0.0 for k in llama}, llama), names).iloc[0]
+    assert row["client_prompt_tokens"] == 140 == row["engine_prompt_tokens"]
+    assert math.isnan(row["engine_decode_tps"]) and math.isnan(row["engine_spec_acceptance_share"])
+    long = agreement.metrics_table(agreement.metrics_agreement(records, readings({k: 0.0 for k in llama}, llama),
+                                                               names))
+    assert "engine_ttft_mean_s" not in set(long["metric"])  # no such series in any phase: not a column
+    unknown = frame({"t_send": 11.0, "prompt_tokens": 100, "ttft_s": 0.1}, phase="agent", scenario="agent", round=1)
+    row = agreement.metrics_agreement(unknown, readings({k: 0.0 for k in llama}, llama), names).iloc[0]
+    assert math.isnan(row["client_prompt_tokens"])  # cached tokens unknown: the like-for-like sum is unknown
 
 
 # -- loading --------------------------------------------------------------------------------------

@@ -1,24 +1,43 @@
-"""Two real runs of the simulated engine, one faster: the report and compare tell them apart correctly."""
+"""Three real runs of the simulated engine, of different profiles: compare opens with the study's three
+tables, one column per setup, and tells the setups apart correctly."""
 
 import pandas as pd
 
 from tests.conftest import run_cli
+from tests.test_report import markdown_tables
+
+SETUPS = {"sim 12 slots": {"slots": 12, "decode_tps": 600.0},
+          "sim 2 slots": {"slots": 2, "decode_tps": 600.0},
+          "sim 12 slots, slow decode and prefill": {"slots": 12, "decode_tps": 150.0, "prefill_tps": 10000.0}}
+STUDY_ROWS = [
+    ["chat decode tok/s", "chat first token s", "1K prompt tok/s (first token s)", "2K prompt tok/s (first token s)",
+     "agent turn first token s", "agent turn decode tok/s"],
+    ["1 at once: total tok/s (slowest first token s)", "4 at once: total tok/s (slowest first token s)"],
+    ["2K needle: found / total", "2K needle: answer time s"]]
 
 
-def test_compare_puts_the_faster_engine_ahead(start_sim, tmp_path):
+def test_compare_opens_with_the_studys_tables_and_puts_the_faster_setup_ahead(start_sim, tmp_path):
     dirs = []
-    for label, decode_tps in (("slow", 60.0), ("fast", 240.0)):
-        sim = start_sim(decode_tps=decode_tps, prefill_tps=20000.0 if label == "slow" else 80000.0)
-        out = tmp_path / label
-        result = run_cli("quick", "--host", sim.url, "--setup", label, "--only", "chat,prompt,burst", "--runs", "2",
-                         "--sizes", "2k", "--bursts", "1,4", "--out", str(out))
+    for i, (label, profile) in enumerate(SETUPS.items()):
+        sim = start_sim(**profile)
+        out = tmp_path / f"run{i}"
+        result = run_cli("quick", "--host", sim.url, "--setup", label, "--runs", "2", "--sizes", "1k,2k",
+                         "--needle-sizes", "2k", "--bursts", "1,4", "--out", str(out))
         assert result.returncode == 0, result.stderr[-3000:]
         assert (out / "summary.md").exists() and (out / "report.html").exists()  # quick ends with its report
         dirs.append(out)
     result = run_cli("compare", *map(str, dirs), "--out", str(tmp_path / "cmp"))
     assert result.returncode == 0, result.stderr[-3000:]
-    for name in ("compare.md", "compare.csv", "compare.png", "compare.html"):
+    for name in ("compare.md", "compare.csv", "compare.png", "compare.html", "ttft_by_prompt.png"):
         assert (tmp_path / "cmp" / name).exists(), name
+
+    text = (tmp_path / "cmp" / "compare.md").read_text()
+    tables = markdown_tables(text)
+    for table, rows in zip(tables[:3], STUDY_ROWS):
+        assert table[0] == ["test", "A", "B", "C"] and [line[0] for line in table[1:]] == rows
+        assert all(cell != "–" for line in table[1:] for cell in line)  # every setup measured every test
+    assert "- **A**: sim 12 slots (engine sim, model sim-model; owned by llm-bench-sim, context 163840" in text
+
     long = pd.read_csv(tmp_path / "cmp" / "compare.csv")
 
     def figure(setup, table, row, metric):
@@ -26,7 +45,9 @@ def test_compare_puts_the_faster_engine_ahead(start_sim, tmp_path):
         assert len(match) == 1, (setup, table, row, metric)
         return match["median"].iloc[0]
 
-    for row in ("burst-1", "burst-4"):
-        assert figure("fast", "burst", row, "total_tps") > 3 * figure("slow", "burst", row, "total_tps")
-    assert figure("fast", "chat", "chat", "decode_tps") > 3 * figure("slow", "chat", "chat", "decode_tps")
-    assert figure("fast", "prompt", "prompt-2k", "ttft_s") < figure("slow", "prompt", "prompt-2k", "ttft_s")
+    fast, narrow, slow = SETUPS
+    assert figure(fast, "burst", "burst-4", "total_tps") > 1.4 * figure(narrow, "burst", "burst-4", "total_tps")
+    assert figure(fast, "chat", "chat", "decode_tps") > 3 * figure(slow, "chat", "chat", "decode_tps")
+    assert figure(fast, "prompt", "prompt-2k", "ttft_s") < figure(slow, "prompt", "prompt-2k", "ttft_s")
+    words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
+    assert f"- most total tok/s with 4 at once: A ({fast})," in words

@@ -25,6 +25,13 @@ SCHEMA: dict[str, object] = {
     "metrics": {"path": str, **{key: str for key in METRIC_KEYS}},
     "timings": {"per_request": bool},
 }
+# Sections and keys a profile has only where its engine's source says something about them.
+OPTIONAL: dict[str, dict[str, type]] = {
+    "metrics": {"prompt_tokens_counted": str, "decode_time_histogram": str, "generation_tokens_histogram": str,
+                "spec_drafts_total": str, "spec_draft_tokens_total": str, "spec_accepted_tokens_total": str},
+    "stream": {"first_event_tokens": int},
+}
+OPTIONAL_SERIES = [k for k in OPTIONAL["metrics"] if k != "prompt_tokens_counted"]
 PROMETHEUS_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 KEY_LINE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 SECTION_LINE = re.compile(r"^\s*\[([^\]]+)\]\s*$")
@@ -41,17 +48,21 @@ def test_all_expected_profiles_exist():
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_schema_keys_and_types(path):
     data = _load(path)
-    assert set(data) == set(SCHEMA), f"{path.name}: top-level keys"
+    assert set(SCHEMA) <= set(data) <= set(SCHEMA) | set(OPTIONAL), f"{path.name}: top-level keys"
     for key, kind in SCHEMA.items():
         if isinstance(kind, dict):
             assert isinstance(data[key], dict), f"{path.name}: [{key}] is a table"
-            assert set(data[key]) == set(kind), f"{path.name}: keys of [{key}]"
+            assert set(kind) <= set(data[key]) <= set(kind) | set(OPTIONAL.get(key, {})), f"{path.name}: keys of [{key}]"
             for sub, sub_kind in kind.items():
                 value = data[key][sub]
                 # bool is a subclass of int, but never the other way round: exact check
                 assert type(value) is sub_kind, f"{path.name}: {key}.{sub} is {sub_kind.__name__}"
         else:
             assert type(data[key]) is kind, f"{path.name}: {key} is {kind.__name__}"
+    for section, keys in OPTIONAL.items():
+        for sub, sub_kind in keys.items():
+            if sub in data.get(section, {}):
+                assert type(data[section][sub]) is sub_kind, f"{path.name}: {section}.{sub} is {sub_kind.__name__}"
     assert data["name"] == path.stem
     for key in ("models_owned_by", "server_header", "probe_paths"):
         assert all(isinstance(item, str) and item for item in data["detect"][key])
@@ -66,7 +77,8 @@ def test_values_are_consistent(path):
     assert (tokenize["shape"] == "none") == (tokenize["path"] == ""), "a path iff a shape"
     assert tokenize["path"] == "" or tokenize["path"].startswith("/")
     assert metrics["path"] == "" or metrics["path"].startswith("/")
-    for key in METRIC_KEYS:
+    assert metrics.get("prompt_tokens_counted", "all") in {"all", "processed"}
+    for key in [*METRIC_KEYS, *(k for k in OPTIONAL_SERIES if k in metrics)]:
         name = metrics[key]
         assert name == "" or PROMETHEUS_NAME.match(name), f"{path.name}: metrics.{key}={name!r}"
         if not metrics["path"]:

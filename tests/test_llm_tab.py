@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +13,7 @@ import urllib.request
 import pytest
 
 from bench_tasks.live_table import LiveTable
-from tests.conftest import ROOT
+from tests.conftest import CHROMIUM_FLAGS, ROOT
 
 
 def record(phase="chat", ok=True, ttft=0.1, decode=50.0, tokens=100, start=1000.0, e2e=2.0, scenario="chat"):
@@ -124,22 +122,6 @@ def _wait(probe, timeout_s: float = 30.0):
             time.sleep(0.5)
 
 
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """Debian's Chromium, installed when missing (CI runs as root); no browser is downloaded at run time."""
-    path = shutil.which("chromium")
-    if path is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=300)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], env=env, check=False, timeout=600)
-        path = shutil.which("chromium")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium could not be installed with apt-get")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return path
-
-
 def test_llm_tab_renders_in_a_real_browser(chromium, start_sim, tmp_path):
     sim = start_sim(decode_tps=200.0)
     ui, base = start_web_ui(sim.url, tmp_path)
@@ -149,8 +131,7 @@ def test_llm_tab_renders_in_a_real_browser(chromium, start_sim, tmp_path):
 
         def rendered() -> str:
             dom = subprocess.run(
-                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                [chromium, "--headless", *CHROMIUM_FLAGS,
                  f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=6000", "--dump-dom",
                  f"{base}/?tab=llm"], capture_output=True, text=True, timeout=60).stdout
             assert "TTFT p50 (s)" in dom and "burst-2" in dom and ">chat<" in dom

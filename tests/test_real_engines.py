@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from analysis.agreement import engine_clock, metrics_agreement
-from analysis.load import load_metrics
+from analysis.load import load_metric_names, load_metrics
+from bench_tasks import chat, server
 from tests.conftest import load_records, run_cli
 
 SMALL_SUITE = ["--sizes", "1k,2k", "--needle-sizes", "1k", "--bursts", "1,4", "--runs", "1"]
@@ -64,6 +65,61 @@ def test_llamacpp_decode_agrees_with_its_own_timings(llamacpp_server, tmp_path):
     # Target: within 0.5%; the note reports the measured figure. Generous here: a loaded CI machine.
     assert agreement["decode_diff_pct"].abs().median() <= 2.0, agreement.to_string()
     print("llama.cpp decode agreement, % per request:", agreement["decode_diff_pct"].round(3).tolist())
+
+
+# Prompts a 135M model answers at length and that n-gram speculation can draft from (measured here:
+# about a third of the drafted tokens accepted for the list, half for the copy).
+LIST_PROMPT = ("Write the words one, two, three, four, five, six, seven, eight, nine, ten. Then write them "
+               "again. Then write them a third time.")
+COPY_PROMPT = ("Copy this text exactly, word for word:\n\nPhotosynthesis is the process by which green plants use "
+               "sunlight, water and carbon dioxide to make glucose and oxygen. It takes place mainly in the leaves, "
+               "inside small structures called chloroplasts.")
+
+
+def assert_decode_agrees_per_phase(records: pd.DataFrame) -> pd.DataFrame:
+    """The target of issue 12, per phase: median |decode diff| <= 0.1%, 90th percentile <= 0.5%."""
+    agreement = engine_clock(records)
+    by_phase = agreement.groupby("phase")["decode_diff_pct"].agg(
+        median=lambda d: d.abs().median(), p90=lambda d: d.abs().quantile(0.9), n="size")
+    print("decode diff vs llama.cpp's predicted_per_second, |%| per phase:\n" + by_phase.round(4).to_string())
+    assert (by_phase["median"] <= 0.1).all() and (by_phase["p90"] <= 0.5).all(), agreement.to_string()
+    return agreement
+
+
+def test_smollm2_decode_agrees_with_llamacpp_on_answers_that_end_by_themselves(smollm2_server, tmp_path):
+    out = tmp_path / "run"
+    result = run_cli("quick", "--host", smollm2_server.url, "--only", "chat,agent,needle", "--needle-sizes", "1k",
+                     "--runs", "1", "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out).query("scenario != 'warmup'")
+    assert records["ok"].all(), records[["phase", "error", "error_detail"]]
+    stopped = records[records["finish_reason"] == "stop"]
+    # A trained model ends by itself: its end-of-sequence token is counted and has no text.
+    assert set(stopped["phase"]) >= {"chat", "needle-1k"}
+    assert (stopped["completion_tokens"] == stopped["content_events"] + 1).all()
+    assert (records["first_event_tokens_source"] == "profile").all()
+    assert_decode_agrees_per_phase(records)
+
+
+def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delivery(smollm2_ngram_server, tmp_path):
+    out = tmp_path / "list"
+    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, "--question", LIST_PROMPT, "--requests", "3",
+                     "--out", str(out), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out).query("scenario == 'chat'")
+    assert (records["finish_reason"] == "stop").all() and (records["engine_draft_accepted_n"] > 0).all()
+    agreement = assert_decode_agrees_per_phase(records)
+    print("draft acceptance per request:", agreement["draft_acceptance_share"].round(3).tolist())
+    # Copying: most tokens come from accepted drafts, written back to back, mostly read together.
+    out = tmp_path / "copy"
+    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, "--question", COPY_PROMPT, "--requests", "2",
+                     "--out", str(out), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    copy = load_records(out).query("scenario == 'chat'")
+    print(copy[["content_events", "bunched_events", "engine_draft_n", "engine_draft_accepted_n", "flags"]])
+    lumped = copy[copy["bunched_events"] > 0.5 * (copy["content_events"] - 1)]
+    assert not lumped.empty  # what the flag would have called a lumped stream...
+    assert not copy["flags"].str.contains("bunched").any()  # ...is the engine's own speculation
 
 
 def test_smollm2_finds_the_needle(smollm2_server, tmp_path):
@@ -127,3 +183,39 @@ def test_vllm_speculative_decoding_multi_token_events(vllm_ngram_server, tmp_pat
     row = multi.iloc[0]
     expected = (row["completion_tokens"] - row["first_event_tokens"]) / row["decode_s"]
     assert row["decode_tps"] == pytest.approx(expected)
+
+
+def novel_stop_string(text: str, length: int = 6) -> str:
+    """A piece of the answer that first appears past its middle: asked for as a stop string, it ends
+    the answer there (the random model loops, so most pieces appear early)."""
+    for i in range(len(text) // 2, len(text) - length):
+        if text.find(text[i:i + length]) == i:
+            return text[i:i + length]
+    raise AssertionError(f"no piece of the answer appears first past its middle: {text!r}")
+
+
+@pytest.mark.timeout(900)
+def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngram_server, tmp_path):
+    question = chat.QUESTIONS[1]
+    answer = server.post_json(vllm_ngram_server.url, "/v1/chat/completions", {
+        "model": vllm_ngram_server.model, "messages": chat.messages(question), "max_tokens": 256, "temperature": 0})
+    stop = novel_stop_string(answer["choices"][0]["message"]["content"])
+    out = tmp_path / "run"
+    result = run_cli("run", "chat", "--host", vllm_ngram_server.url, "--question", question, "--stop", stop,
+                     "--max-tokens", "256", "--requests", "6", "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out)
+    chat_records = records[records["scenario"] == "chat"]
+    # Ended by the stop string: its tokens are counted, its text never sent.
+    assert (chat_records["finish_reason"] == "stop").all() and (chat_records["completion_tokens"] < 256).all()
+    metrics, problems = load_metrics(out)
+    assert not problems and set(metrics["phase"]) == {"chat"}
+    row = metrics_agreement(records, metrics, load_metric_names(out)).set_index("phase").loc["chat"]
+    print(f"vLLM n-gram, stop {stop!r}: decode {row['client_decode_tps']:.1f} tok/s (client) vs "
+          f"{row['engine_decode_tps']:.1f} (engine), {row['decode_diff_pct']:+.2f}%; acceptance "
+          f"{row['engine_spec_acceptance_share']:.0%} of {row['engine_spec_draft_tokens']:.0f} drafted")
+    assert row["engine_requests"] == row["client_requests"] and row["engine_spec_draft_tokens"] > 0
+    # Pooled over about a second of decoding (a tiny model, 97% of drafts accepted): a few ms of delay
+    # in vLLM's API server before it streams a first chunk show here. Measured alone: +0.07%, +0.2%;
+    # with another engineer's benchmark on the second core: +7%.
+    assert abs(row["decode_diff_pct"]) <= 2.0

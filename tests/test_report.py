@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from analysis.cells import header_name
 from analysis.report import write_compare, write_report
 from analysis.spread import LONG_COLUMNS
 from bench_tasks.record import Record
@@ -19,9 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md"]
 
 
-def synthetic_rows(setup: str, speed: float, runs: int = 2) -> list[dict]:
-    """A small quick suite: every scenario, a failed and a saturated request; ``speed`` scales every rate."""
+def synthetic_rows(setup: str, speed: float, runs: int = 2, jitter: float = 0.0) -> list[dict]:
+    """A small quick suite: every scenario, a failed and a saturated request; ``speed`` scales every rate,
+    run r of ``runs`` at ``speed * (1 - jitter)`` to ``speed * (1 + jitter)``."""
     rows = []
+    base_speed = speed
 
     def add(**fields):
         base = {"setup": setup, "engine": "sim", "model": "tiny", "client_host": "c1", "ok": True, "done": True,
@@ -30,6 +30,7 @@ def synthetic_rows(setup: str, speed: float, runs: int = 2) -> list[dict]:
 
     add(scenario="warmup", phase="warmup-chat", ttft_s=0.05, e2e_s=0.1, completion_tokens=8, t_send=9.0)
     for rnd in range(1, runs + 1):
+        speed = base_speed * (1 + jitter * (2 * (rnd - 1) / max(runs - 1, 1) - 1))
         for q in range(3):
             decode_s = 49 / (40 * speed)
             add(scenario="chat", phase="chat", round=rnd, ttft_s=0.1 / speed + 0.01 * q, decode_s=decode_s,
@@ -52,14 +53,14 @@ def synthetic_rows(setup: str, speed: float, runs: int = 2) -> list[dict]:
                     flags="client_saturated" if n == 12 and i == 0 else "")
     for depth in (0.1, 0.5, 0.9):
         add(scenario="needle", phase="needle-32k", round=1, prompt_size=32768, needle_depth=depth,
-            needle_found=depth != 0.5, e2e_s=3.0 / speed, ttft_s=2.5 / speed)
+            needle_found=depth != 0.5, e2e_s=3.0 / base_speed, ttft_s=2.5 / base_speed)
     add(scenario="chat", phase="chat", round=1, ok=False, error="http_500", http_status=500)
     return rows
 
 
-def synthetic_run(directory: Path, setup: str, speed: float) -> Path:
+def synthetic_run(directory: Path, setup: str, speed: float, jitter: float = 0.0) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    write_csv(synthetic_rows(setup, speed), directory / "requests.csv")
+    write_csv(synthetic_rows(setup, speed, jitter=jitter), directory / "requests.csv")
     readings = [{"phase": "chat", "when": "before", "t": 10.5,
                  "metrics": {"vllm:time_to_first_token_seconds_sum": 1.0, "vllm:time_to_first_token_seconds_count": 2,
                              "vllm:prompt_tokens_total": 100, "vllm:generation_tokens_total": 1000}},
@@ -75,16 +76,37 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
     slow = synthetic_run(base / "slow", "", 1.0)  # no --setup: labelled on the command line
     fast = synthetic_run(base / "fast", "fast-engine", 2.0)
+    close = synthetic_run(base / "close", "", 1.0, jitter=0.3)  # as slow, give or take 30% per run
     return {"slow": slow, "fast": fast, "report": write_report(slow),
-            "compare": write_compare([slow, fast], ["slow-engine", "ignored"], base / "compare"),
+            "compare": write_compare([slow, fast, close], ["slow-engine", "ignored", "close-engine"],
+                                     base / "compare"),
             "compare_dir": base / "compare"}
 
 
 def tables_in(markdown: str) -> list[list[str]]:
     """Header cells of every Markdown table."""
-    lines = markdown.splitlines()
-    return [[c.strip() for c in line.strip("|").split(" | ")] for line, below in zip(lines, lines[1:])
-            if line.startswith("| ") and below.startswith("| ---")]
+    return [table[0] for table in markdown_tables(markdown)]
+
+
+def markdown_tables(markdown: str) -> list[list[list[str]]]:
+    """Every Markdown table as its lines of cells, the header first (the --- line left out)."""
+    tables, current = [], []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("| "):
+            if not line.startswith("| ---"):
+                current.append([c.strip() for c in line.strip()[2:-2].split(" | ")])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+STUDY_ROWS = [
+    ["chat decode tok/s", "chat first token s", "4K prompt tok/s (first token s)", "16K prompt tok/s (first token s)",
+     "agent turn first token s", "agent turn decode tok/s"],
+    ["1 at once: total tok/s (slowest first token s)", "4 at once: total tok/s (slowest first token s)",
+     "12 at once: total tok/s (slowest first token s)"],
+    ["32K needle: found / total", "32K needle: answer time s"]]
 
 
 def test_report_files_exist(runs):
@@ -93,6 +115,21 @@ def test_report_files_exist(runs):
                      "token_latency.png", "engine_clock.csv"}
     assert all(p.exists() and p.stat().st_size > 0 and p.parent == runs["slow"] for p in runs["report"])
     assert (runs["slow"] / "total_tps.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_summary_opens_with_the_studys_three_tables_then_the_details(runs):
+    text = (runs["slow"] / "summary.md").read_text()
+    tables = markdown_tables(text)
+    for table, rows in zip(tables[:3], STUDY_ROWS):
+        assert table[0] == ["test", "A"] and [line[0] for line in table[1:]] == rows
+    one, at_once, needles = tables[:3]
+    assert one[1:3] == [["chat decode tok/s", "40.0"], ["chat first token s", "0.110"]]
+    assert one[3] == ["4K prompt tok/s (first token s)", "2000 (2.05)"]
+    assert at_once[1] == ["1 at once: total tok/s (slowest first token s)", "30.0 (0.100)"]
+    assert needles[1:] == [["32K needle: found / total", "2/3"], ["32K needle: answer time s", "3.00–3.00"]]
+    assert "- **A**: slow (engine sim, model tiny)" in text
+    assert "The result, in words" not in text  # one setup: nothing to compare
+    assert text.index("## Needles") < text.index("## Charts") < text.index("## Details")
 
 
 def test_summary_markdown_has_the_header_warnings_and_tables(runs):
@@ -115,16 +152,45 @@ def test_summary_csv_is_long_form(runs):
     assert {"requests", "chat", "prompt", "agent", "agent_turns", "burst", "burst_rounds", "needle", "errors",
             "engine_clock", "engine_metrics"} <= set(long["table"])
     found = long[(long["table"] == "needle") & (long["row"] == "needle-32k all depths") & (long["metric"] == "found")]
-    assert found[["median", "min", "max", "n"]].values.tolist() == [[2.0, "", "", 3]]  # a count: min, max empty
+    assert found[["median", "min", "max", "n"]].astype(str).values.tolist() == [["2.0", "", "", "3"]]  # a count
 
 
 def test_html_is_self_contained(runs):
-    html = (runs["slow"] / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and "<table" in html and 'src="total_tps.png"' not in html
+    for page, charts in ((runs["slow"] / "report.html", 3), (runs["compare_dir"] / "compare.html", 3)):
+        html = page.read_text()
+        assert "<table" in html and html.count("vegaEmbed('#chart-") == charts
+        assert html.count("window.vegaEmbed=") == 1  # Vega's script inlined once
+        outside_scripts = re.sub(r"<script>.*?</script>", "", html, flags=re.S)
+        assert not re.search(r"<(script|img|link)\b[^>]*\b(src|href)=", outside_scripts)  # nothing to fetch
+
+
+def test_compare_opens_with_the_studys_three_tables_one_column_per_setup(runs):
+    assert {p.name for p in runs["compare"]} == {"compare.md", "compare.csv", "compare.png", "compare.html",
+                                                 "ttft_by_prompt.png", "token_latency.png"}
+    text = (runs["compare_dir"] / "compare.md").read_text()
+    tables = markdown_tables(text)
+    for table, rows in zip(tables[:3], STUDY_ROWS):
+        assert table[0] == ["test", "A", "B", "C"] and [line[0] for line in table[1:]] == rows
+    assert tables[0][1] == ["chat decode tok/s", "40.0", "80.0", "40.0"]
+    assert tables[1][3] == ["12 at once: total tok/s (slowest first token s)", "232 (1.15)", "463 (1.15)",
+                            "232 (1.15)"]
+    legend = ["- **A**: slow-engine (engine sim, model tiny)", "- **B**: fast-engine (engine sim, model tiny)",
+              "- **C**: close-engine (engine sim, model tiny)"]
+    assert "\n".join(legend) in text
+    assert "| chat | A | 40.0 (40.0–40.0) | 0.110 (0.110–0.110) | 2 |" in text  # details: a line per setup
+    assert "| chat | C | 40.0 (28.0–52.0) |" in text
+
+
+def test_compare_says_the_result_in_words(runs):
+    text = (runs["compare_dir"] / "compare.md").read_text()
+    words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
+    assert "- fastest chat decode for one user: B (fast-engine), 80.0 tok/s" in words
+    assert "- most total tok/s with 12 at once: B (fast-engine), 463 tok/s" in words
+    assert "- quickest slowest first token with 4 at once: no clear winner (a tie)" in words
+    assert "- most needles found at 32K: no clear winner (a tie)" in words
 
 
 def test_compare_shows_the_faster_setup_ahead(runs):
-    assert {p.name for p in runs["compare"]} == {"compare.md", "compare.csv", "compare.png", "compare.html"}
     long = pd.read_csv(runs["compare_dir"] / "compare.csv")
     assert list(long.columns) == LONG_COLUMNS
     total = long[(long["table"] == "burst") & (long["metric"] == "total_tps")].pivot(
@@ -132,16 +198,19 @@ def test_compare_shows_the_faster_setup_ahead(runs):
     assert list(total.index.sort_values()) == ["burst-1", "burst-12", "burst-4"]
     assert (total["fast-engine"] > total["slow-engine"]).all()
     text = (runs["compare_dir"] / "compare.md").read_text()
-    assert "| row | slow-engine: total_tps |" in text and "fast-engine: total_tps" in text
+    assert ("row", "setup", "total_tps", "ttft_p95_s", "start_spread_s", "per_user_decode_tps", "n") in \
+        {tuple(h) for h in tables_in(text)}
 
 
 def test_every_output_column_is_documented(runs):
     docs = "\n".join(p.read_text() for p in DOCS if p.exists())
     names = set(LONG_COLUMNS)
     for path in (runs["slow"] / "summary.md", runs["compare_dir"] / "compare.md"):
-        names |= {header_name(h) for table in tables_in(path.read_text()) for h in table}
+        tables = markdown_tables(path.read_text())
+        names |= {h for table in tables[3:] for h in table[0]}
+        names |= {documented_test(line[0]) for table in tables[:3] for line in table[1:]}
     for path in (runs["slow"] / "summary.csv", runs["compare_dir"] / "compare.csv"):
-        names |= set(pd.read_csv(path)["metric"])
+        names |= set(pd.read_csv(path)["metric"]) | set(pd.read_csv(path)["table"])
     names |= set(pd.read_csv(runs["slow"] / "engine_clock.csv").columns)
     assert sorted(n for n in names if f"`{documented_as(n)}`" not in docs) == []
 
@@ -149,6 +218,11 @@ def test_every_output_column_is_documented(runs):
 def documented_as(name: str) -> str:
     """HTTP error classes are documented once, as http_<status>."""
     return re.sub(r"^http_\d+$", "http_<status>", name)
+
+
+def documented_test(label: str) -> str:
+    """A headline row as the README names it: sizes as NK, burst sizes as N."""
+    return re.sub(r"^\d+K ", "NK ", re.sub(r"^\d+ at once", "N at once", label))
 
 
 def test_a_killed_run_is_reported_as_incomplete(tmp_path):

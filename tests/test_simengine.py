@@ -143,7 +143,9 @@ def test_stream_starts_with_role_chunk_and_ends_with_usage_then_done(sim):
     assert finish["choices"][0]["finish_reason"] == "stop"
     assert usage_chunk["choices"] == []
     usage = usage_chunk["usage"]
-    assert usage["completion_tokens"] == len(contents(chunks)) and 8 <= usage["completion_tokens"] <= 20
+    # An answer that ends by itself ends with an end-of-sequence token: counted, never sent as text.
+    assert usage["completion_tokens"] == len(contents(chunks)) + 1 and 9 <= usage["completion_tokens"] <= 21
+    assert finish["choices"][0]["delta"] == {}
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert set(usage["prompt_tokens_details"]) == {"cached_tokens"}
     assert set(usage_chunk["timings"]) == {"cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n",
@@ -151,6 +153,56 @@ def test_stream_starts_with_role_chunk_and_ends_with_usage_then_done(sim):
     # The role chunk went out before the first token, as the truth log says.
     row = truth_rows(sim)[headers["x-request-id"]]
     assert row["t_arrival"] <= row["t_admitted"] <= row["t_first_byte"] <= row["t_first_token"] <= row["t_last_token"]
+    assert row["closing_tokens"] == 1 and row["t_last_token"] >= row["t_last_content"]
+    timings = usage_chunk["timings"]
+    assert timings["predicted_n"] == usage["completion_tokens"]
+    assert timings["predicted_ms"] == pytest.approx((row["t_last_token"] - row["t_first_token"]) * 1000)
+
+
+def test_an_answer_that_ends_by_itself_spends_a_token_on_its_end(own_sim):
+    """The end-of-sequence token takes a token's time after the last text, as on llama.cpp and vLLM,
+    and the finish chunk goes out when it is generated; the truth's decode rate counts it."""
+    handle = own_sim(decode_tps=50.0, answer_tokens_min=4, answer_tokens_max=6)
+    _, headers, raw, _ = chat(handle.url, stream_options={"include_usage": True})
+    row = truth_rows(handle)[headers["x-request-id"]]
+    assert row["finish_reason"] == "stop" and row["completion_tokens"] == row["n_events"] + 1
+    assert 0.018 <= row["t_last_token"] - row["t_last_content"] <= 0.03  # 1/50 s
+    assert row["decode_tps"] == pytest.approx((row["completion_tokens"] - 1) / (row["t_last_token"] - row["t_first_token"]))
+    assert row["decode_tps"] == pytest.approx(50.0, rel=0.05)
+
+
+def test_a_stop_string_ends_the_answer_unsent_and_text_that_may_begin_one_waits(own_sim):
+    """llama.cpp's way: the stop string is counted, never sent; a token that may begin it is held back
+    and leaves with the next one (one event, two tokens)."""
+    handle = own_sim(decode_tps=2000.0, answer_tokens_min=40, answer_tokens_max=40)
+    _, _, raw, _ = chat(handle.url, "one", stream_options={"include_usage": True}, ignore_eos=True, max_tokens=40)
+    words = "".join(contents(parsed(raw))).split()
+    stop = f" {words[6]} {words[7]}"  # a two-token stop string seven words in
+    _, headers, raw, _ = chat(handle.url, "one", stream_options={"include_usage": True}, ignore_eos=True,
+                              max_tokens=40, stop=[stop, "never"])
+    chunks = parsed(raw)
+    sent = contents(chunks)
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop" and "".join(sent).split() == words[:6]
+    row = truth_rows(handle)[headers["x-request-id"]]
+    assert row["completion_tokens"] == chunks[-1]["usage"]["completion_tokens"] == 8  # up to the stop's last token
+    assert row["closing_tokens"] >= 1 and row["n_events"] == len(sent) <= 6  # the stop's tokens, unsent
+    # No event ends with what may begin a stop string ("n" of "never" after " garden", say): held back.
+    prefixes = [s[:k] for s in (stop, "never") for k in range(1, len(s))]
+    assert not [c for c in sent if any(c.endswith(p) for p in prefixes)]
+
+
+def test_llama_cpp_style_drafts_send_accepted_tokens_back_to_back(own_sim):
+    handle = own_sim(decode_tps=100.0, draft_tokens=4, draft_acceptance=0.8, answer_tokens_min=60,
+                     answer_tokens_max=60)
+    _, headers, raw, _ = chat(handle.url, stream_options={"include_usage": True})
+    usage_chunk = parsed(raw)[-1]
+    row = truth_rows(handle)[headers["x-request-id"]]
+    timings = usage_chunk["timings"]
+    assert timings["draft_n"] == row["draft_n"] > 0 and 0 < timings["draft_n_accepted"] == row["draft_n_accepted"]
+    assert row["n_events"] == 60 and usage_chunk["usage"]["completion_tokens"] == 61
+    # Each step costs one token's time and yields its accepted tokens too: faster than 100 tok/s.
+    steps = 60 - row["draft_n_accepted"]
+    assert row["decode_tps"] == pytest.approx(60 / (steps * 0.01), rel=0.1) and row["decode_tps"] > 150
 
 
 def test_tokens_per_event_with_continuous_usage(own_sim):
@@ -162,10 +214,14 @@ def test_tokens_per_event_with_continuous_usage(own_sim):
     counts = [c["usage"]["completion_tokens"] for c in chunks]
     assert counts == sorted(counts) and counts[0] == 0
     steps = [b - a for a, b in zip(counts, counts[1:]) if b != a]
-    assert steps[:-1] == [3] * (len(steps) - 1) and 1 <= steps[-1] <= 3
+    # Steps of 3 tokens, the last text step 1 to 3, then the end-of-sequence token alone.
+    assert steps[:-2] == [3] * (len(steps) - 2) and 1 <= steps[-2] <= 3 and steps[-1] == 1
     row = truth_rows(handle)[headers["x-request-id"]]
     assert row["first_event_tokens"] == 3 and row["tokens_per_event"] == 3
-    assert row["n_events"] == len(contents(chunks)) == -(-row["completion_tokens"] // 3)
+    text_tokens = row["completion_tokens"] - row["closing_tokens"]
+    assert row["n_events"] == len(contents(chunks)) == -(-text_tokens // 3)
+    # vLLM-like: the end-of-sequence step's chunk carries finish_reason and the usage with it, no text.
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop" and counts[-2] == row["completion_tokens"]
 
 
 def test_ignore_eos_gives_exactly_max_tokens(sim):
@@ -191,7 +247,7 @@ def test_completions_endpoint_and_non_streamed_bodies(sim):
     status, _, raw, _ = chat(sim.url, stream=False)
     whole = json.loads(raw)
     assert whole["object"] == "chat.completion" and whole["choices"][0]["message"]["content"]
-    assert whole["usage"]["completion_tokens"] == len(tokenize(whole["choices"][0]["message"]["content"]))
+    assert whole["usage"]["completion_tokens"] == len(tokenize(whole["choices"][0]["message"]["content"])) + 1
 
 
 def test_prefix_cache_hits_a_repeated_prompt_only(sim):
@@ -365,7 +421,7 @@ def test_slots_queue_fifo_and_truth_is_logged(own_sim):
         assert row["ttft_s"] == pytest.approx(row["t_first_token"] - row["t_arrival"])
         expected_tps = (row["completion_tokens"] - row["first_event_tokens"]) / (row["t_last_token"] - row["t_first_token"])
         assert row["decode_tps"] == pytest.approx(expected_tps)
-        assert row["n_events"] == row["completion_tokens"]
+        assert row["n_events"] == row["completion_tokens"] - row["closing_tokens"]
 
 
 def test_cli_help_lists_every_config_field():

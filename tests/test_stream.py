@@ -33,16 +33,18 @@ def usage_chunk(prompt, completion, cached=None, timings=None):
     return obj
 
 
-def standard_events(n_tokens=5):
-    """A role-only chunk, n one-token content chunks, a finish chunk, usage, [DONE]."""
+def standard_events(n_tokens=5, finish="length"):
+    """A role-only chunk, n one-token content chunks, a finish chunk, usage, [DONE]. An answer that
+    stops by itself ends with an end-of-sequence token: counted in usage, without text (llama.cpp)."""
     events = [sse(chunk("", role="assistant"))]
     events += [sse(chunk(f"w{i} ")) for i in range(n_tokens)]
-    events += [sse(chunk(finish="stop")), sse(usage_chunk(100, n_tokens, cached=0)), b"data: [DONE]\n\n"]
+    completion = n_tokens + (finish == "stop")
+    events += [sse(chunk(finish=finish)), sse(usage_chunk(100, completion, cached=0)), b"data: [DONE]\n\n"]
     return events
 
 
-def measure(timed, t_send=0.0, t_headers=None, t_end=None) -> tuple[Recorder, Record]:
-    recorder = Recorder(t_send)
+def measure(timed, t_send=0.0, t_headers=None, t_end=None, first_event_tokens=None) -> tuple[Recorder, Record]:
+    recorder = Recorder(t_send, first_event_tokens)
     if t_headers is not None:
         recorder.headers(t_headers)
     recorder.consume(timed)
@@ -51,24 +53,67 @@ def measure(timed, t_send=0.0, t_headers=None, t_end=None) -> tuple[Recorder, Re
 
 
 def test_formulas_on_exact_timestamps():
-    # send at 10.0, headers at 10.01, role chunk at 10.02, tokens at 10.5, 10.6, ..., 10.9
-    events = standard_events(5)
-    times = [10.02, 10.5, 10.6, 10.7, 10.8, 10.9, 10.91, 10.92, 10.93]
+    # send at 10.0, headers at 10.01, role chunk at 10.02, tokens at 10.5, 10.6, ..., 10.9, and the
+    # end-of-sequence token one step later: no text, only the finish chunk at 11.0.
+    events = standard_events(5, finish="stop")
+    times = [10.02, 10.5, 10.6, 10.7, 10.8, 10.9, 11.0, 11.0, 11.0]
     recorder, r = measure(list(zip(times, events)), t_send=10.0, t_headers=10.01)
     assert r.ok and r.error == "" and r.done
     assert r.ttfb_s == pytest.approx(0.01)
     assert r.ttft_s == pytest.approx(0.5)  # the role-only chunk at 10.02 is not a token
-    assert r.e2e_s == pytest.approx(0.93)
-    assert r.decode_s == pytest.approx(0.4)
-    assert r.decode_tps == pytest.approx(4 / 0.4)  # (n - 1) / (t_last - t_first)
+    assert r.e2e_s == pytest.approx(1.0)
+    assert r.decode_s == pytest.approx(0.5)  # to the closing event: the end-of-sequence token is timed
+    assert r.decode_tps == pytest.approx(5 / 0.5)  # (n - 1) / (t_last - t_first), n counting it
     assert r.itl_s == pytest.approx(0.1)
     assert r.prompt_tps == pytest.approx(100 / 0.5)
-    assert (r.prompt_tokens, r.completion_tokens, r.cached_tokens) == (100, 5, 0)
-    assert r.content_events == 5 and r.tokens_per_event == 1.0
+    assert (r.prompt_tokens, r.completion_tokens, r.cached_tokens) == (100, 6, 0)
+    assert r.content_events == 5 and r.tokens_per_event == pytest.approx(6 / 5)
     assert r.first_event_tokens == 1.0 and r.first_event_tokens_source == "estimate"
-    assert r.gap_p50_s == pytest.approx(0.1) and r.gap_max_s == pytest.approx(0.1)
+    assert r.gap_p50_s == pytest.approx(0.1) and r.gap_max_s == pytest.approx(0.1)  # content events only
     assert r.finish_reason == "stop" and r.request_id == "req-1" and r.usage_source == "usage"
     assert recorder.answer_text == "w0 w1 w2 w3 w4 "
+
+
+def test_an_answer_cut_by_length_ends_at_its_last_token():
+    # llama.cpp sends the finish chunk right after the last token (here in the same read).
+    events = standard_events(5, finish="length")
+    times = [0.02, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9, 0.9]
+    _, r = measure(list(zip(times, events)))
+    assert r.decode_s == pytest.approx(0.4) and r.decode_tps == pytest.approx(4 / 0.4)
+    assert r.first_event_tokens == 1.0
+
+
+def test_vllm_style_end_of_sequence_with_per_event_usage():
+    """vLLM: the end-of-sequence step is an empty delta carrying finish_reason and the usage so far."""
+    usage = [{"prompt_tokens": 9, "completion_tokens": k} for k in range(5)]
+    events = [sse(chunk("", role="assistant", usage=usage[0]))]
+    events += [sse(chunk(f"w{i}", usage=usage[i + 1])) for i in range(3)]
+    events += [sse(chunk("", finish="stop", usage=usage[4])), sse(usage_chunk(9, 4)), b"data: [DONE]\n\n"]
+    times = [0.1, 0.2, 0.25, 0.3, 0.35, 0.35, 0.35]
+    _, r = measure(list(zip(times, events)))
+    assert r.content_events == 3 and r.first_event_tokens_source == "usage" and r.first_event_tokens == 1.0
+    assert r.decode_s == pytest.approx(0.15) and r.decode_tps == pytest.approx(3 / 0.15)
+
+
+def test_held_back_text_merged_into_one_event_is_counted_by_usage():
+    """llama.cpp holds back text that may begin a stop string and sends it with the next token: one
+    event carries two tokens, and the stop string that completes the answer is never sent."""
+    events = [sse(chunk("The")), sse(chunk(" sky")), sse(chunk(" blue is")), sse(chunk(finish="stop")),
+              sse(usage_chunk(9, 6)), b"data: [DONE]\n\n"]
+    times = [0.1, 0.2, 0.4, 0.6, 0.6, 0.6]  # tokens at .1 .2 (.3 held) .4 (.5 .6: the stop string)
+    # llama.cpp's profile knows its first event is one token; the events' average would say 5/3.
+    _, r = measure(list(zip(times, events)), first_event_tokens=1)
+    assert r.first_event_tokens == 1.0 and r.first_event_tokens_source == "profile"
+    assert r.decode_s == pytest.approx(0.5) and r.decode_tps == pytest.approx(5 / 0.5)
+    _, estimated = measure(list(zip(times, events)))
+    assert estimated.first_event_tokens == pytest.approx(5 / 3) and estimated.first_event_tokens_source == "estimate"
+
+
+def test_one_content_event_and_its_end_of_sequence_token_have_a_rate():
+    events = [sse(chunk("Yes")), sse(chunk(finish="stop")), sse(usage_chunk(5, 2)), b"data: [DONE]\n\n"]
+    _, r = measure(list(zip([0.3, 0.35, 0.35, 0.35], events)))
+    assert r.decode_s == pytest.approx(0.05) and r.decode_tps == pytest.approx(1 / 0.05)
+    assert r.gap_p50_s is None  # no gap between content events
 
 
 def test_multi_token_events_with_per_event_usage():
@@ -107,7 +152,7 @@ def test_split_at_every_byte_boundary(newline):
     for pieces in all_splits(data):
         recorder, r = measure([(float(i), p) for i, p in enumerate(pieces)])
         result = (r.ok, r.done, r.content_events, r.completion_tokens, recorder.answer_text, r.finish_reason)
-        assert result == (True, True, 3, 3, "w0 w1 w2 ", "stop"), pieces
+        assert result == (True, True, 3, 3, "w0 w1 w2 ", "length"), pieces
 
 
 def test_event_gets_the_time_of_the_chunk_that_completes_it():
@@ -206,7 +251,7 @@ def test_assemble_keeps_parallel_calls_apart():
 def test_events_read_in_one_chunk_are_counted_and_a_lumped_stream_is_flagged():
     # Tokens at 1.0, 1.1, then the remaining four in one read at 1.5: 3 of 5 gaps are zero.
     events = standard_events(6)
-    times = [0.5, 1.0, 1.1, 1.5, 1.5, 1.5, 1.5, 1.6, 1.6, 1.6]
+    times = [0.5, 1.0, 1.1, 1.5, 1.5, 1.5, 1.5, 1.5, 1.6, 1.6]
     _, lumped = measure(list(zip(times, events)))
     assert lumped.bunched_events == 3 and lumped.flags == "bunched"
     assert lumped.gap_p50_s == 0.0 and lumped.decode_tps == pytest.approx(5 / 0.5)  # kept, but flagged
@@ -218,3 +263,18 @@ def test_events_read_in_one_chunk_are_counted_and_a_lumped_stream_is_flagged():
     _, whole = measure([(2.0, b"".join(events))], t_send=0.0)
     assert whole.bunched_events == 5 and whole.flags == "bunched"
     assert whole.ttft_s == whole.e2e_s == 2.0 and whole.decode_tps is None
+
+
+def test_tokens_accepted_from_a_draft_arrive_back_to_back_and_are_not_a_lump():
+    """llama.cpp speculating: one event per token, each verification step's accepted draft tokens
+    written back to back (here steps of 1 + 3 tokens every 0.1 s). Its timings say how many."""
+    timings = {"predicted_n": 16, "predicted_ms": 300.0, "draft_n": 16, "draft_n_accepted": 12}
+    events = [sse(chunk(f"w{i}")) for i in range(16)]
+    events += [sse(chunk(finish="length")), sse({**usage_chunk(9, 16), "timings": timings}), b"data: [DONE]\n\n"]
+    times = [0.1 * (i // 4) for i in range(16)] + [0.3, 0.3, 0.3]
+    _, r = measure(list(zip(times, events)))
+    assert r.bunched_events == 12 and r.engine_draft_accepted_n == 12 and r.engine_draft_n == 16
+    assert r.flags == ""  # 12 of 15 gaps are zero, all of them the engine's own
+    # The same lumps without a draft to explain them: a delivery problem.
+    _, lumped = measure(list(zip(times, [*events[:17], sse(usage_chunk(9, 16)), events[-1]])))
+    assert lumped.flags == "bunched"

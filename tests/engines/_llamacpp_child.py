@@ -32,6 +32,18 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=poll_ppid, daemon=True).start()
 
 
+def _resolve(value, xlc):
+    """"xllamacpp.X.Y" names an attribute of the module (an enum member JSON cannot carry)."""
+    if isinstance(value, list):
+        return [_resolve(v, xlc) for v in value]
+    if isinstance(value, str) and value.startswith("xllamacpp."):
+        obj = xlc
+        for part in value.split(".")[1:]:
+            obj = getattr(obj, part)
+        return obj
+    return value
+
+
 def _set(obj, dotted: str, value):
     *path, last = dotted.split(".")
     for part in path:
@@ -49,7 +61,7 @@ def main() -> None:
 
     params = xlc.CommonParams()
     for dotted, value in config["params"].items():
-        _set(params, dotted, value)
+        _set(params, dotted, _resolve(value, xlc))
     server = xlc.Server(params)  # returns once the model is loaded and the HTTP server listens
     print("LISTENING " + server.listening_address, flush=True)
     threading.Event().wait()  # keep `server` alive until killed

@@ -7,6 +7,7 @@
 
   llamacpp_server  session: llama.cpp (xllamacpp) + tiny random GGUF; 4 slots, unified KV, ctx 32768  -> LlamaServer
   smollm2_server   session: llama.cpp + SmolLM2-135M-Instruct Q4_1 (trained weights); 4 slots, ctx 8192 -> LlamaServer
+  smollm2_ngram_server session: as smollm2_server + n-gram speculative decoding (no draft model) -> LlamaServer
   vllm_server      session: vLLM 0.32.0 CPU in its own venv + tiny random HF llama; ctx 32768, 8 seqs  -> VllmServer
   vllm_ngram_server session: as vllm_server + --speculative-config ngram (3 tokens)   -> VllmServer
   engine_cache_dir session: ${LLM_BENCH_CACHE:-~/.cache/llm-bench}
@@ -32,8 +33,8 @@ import pytest
 
 from .cache import cache_root
 
-__all__ = ["engine_cache_dir", "llamacpp_server", "smollm2_server", "vllm_server", "vllm_ngram_server",
-           "pytest_collection_finish"]
+__all__ = ["engine_cache_dir", "llamacpp_server", "smollm2_server", "smollm2_ngram_server", "vllm_server",
+           "vllm_ngram_server", "pytest_collection_finish"]
 
 VLLM_FIXTURES = {"vllm_server", "vllm_ngram_server"}
 _prepare_errors: dict[str, BaseException] = {}
@@ -120,6 +121,34 @@ def smollm2_server(engine_cache_dir):
         model = ensure_smollm2(engine_cache_dir)
         return start_llamacpp(model, alias="smollm2-135m-instruct", n_ctx=N_CTX_TRAIN, n_parallel=4,
                               log_path=_logs_dir(engine_cache_dir) / f"llamacpp-smollm2-{os.getpid()}.log")
+
+    server = _start("smollm2", start)
+    yield server
+    server.stop()
+
+
+# llama.cpp's n-gram speculation: no draft model; drafts come from what the context already holds
+# (shared/facts/engines.md, measured on SmolLM2 here).
+NGRAM_SPECULATION = {
+    "speculative.types": ["xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE"],
+    "speculative.ngram_simple.size_n": 3,
+    "speculative.ngram_simple.size_m": 16,
+    "speculative.ngram_simple.min_hits": 1,
+}
+
+
+@pytest.fixture(scope="session")
+def smollm2_ngram_server(engine_cache_dir):
+    """smollm2_server with n-gram speculative decoding: accepted draft tokens are sent back to back, one
+    event each, and the final timings carry draft_n and draft_n_accepted."""
+    from .llamacpp import start_llamacpp
+    from .smollm2 import N_CTX_TRAIN, ensure_smollm2
+
+    def start():
+        model = ensure_smollm2(engine_cache_dir)
+        return start_llamacpp(model, alias="smollm2-135m-instruct-ngram", n_ctx=N_CTX_TRAIN, n_parallel=4,
+                              extra_params=NGRAM_SPECULATION,
+                              log_path=_logs_dir(engine_cache_dir) / f"llamacpp-smollm2-ngram-{os.getpid()}.log")
 
     server = _start("smollm2", start)
     yield server

@@ -1,0 +1,140 @@
+"""The study's three tables: one row per test, one column per setup, the headline figures only.
+
+Pure: the long frame of ``summary.summary`` / ``summary.comparison`` in, DataFrames out. Nothing
+here computes a figure: each cell quotes figures of the long frame (``chat``, ``prompt``,
+``agent``, ``burst`` and ``needle`` tables), so the headline and the detail tables cannot disagree.
+
+- ``one_at_a_time``: chat decode tok/s; chat first token s; per fresh size ``NK prompt tok/s
+  (first token s)``; agent turn first token s; agent turn decode tok/s.
+- ``at_once``: per burst size ``N at once: total tok/s (slowest first token s)``, the slowest
+  being the round's p95 first token (``ttft_p95_s``), both medians over rounds.
+- ``needles``: per size ``found / total`` over the answered requests, and the answer time range.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.cells import MISSING
+from analysis.spread import NAN
+
+HEADLINE_TITLES = {"one_at_a_time": "One person at a time", "at_once": "N at once", "needles": "Needles"}
+TEST_COLUMNS = ["table", "test", "source", "row", "metric", "second", "words", "second_words"]
+SECOND_NAMES = {"ttft_s": "first token s", "ttft_p95_s": "slowest first token s"}
+HEADLINE_COLUMNS = ["table", "test", "setup", "metric", "median", "min", "max", "n", "second",
+                    "second_median", "second_min", "second_max", "words", "second_words"]
+
+
+def _rows(long: pd.DataFrame, table: str) -> list[str]:
+    return list(dict.fromkeys(long.loc[long["table"] == table, "row"]))
+
+
+def _size(row: str, prefix: str) -> str:
+    """``prompt-16k`` -> ``16K``; a size that is not whole K stays in tokens (``prompt-1500`` -> ``1500``)."""
+    return row.removeprefix(prefix).split(" ", 1)[0].upper()
+
+
+def tests(long: pd.DataFrame) -> pd.DataFrame:
+    """The headline rows the long frame can fill, in the study's order (TEST_COLUMNS).
+
+    ``words`` names the figure in the result's sentences (empty: no winner is named, as for the
+    answer time), ``second_words`` the bracketed figure where it gets a sentence too.
+    """
+    found = []
+    if "chat" in _rows(long, "chat"):
+        found += [("one_at_a_time", "chat decode tok/s", "chat", "chat", "decode_tps", "",
+                   "fastest chat decode for one user", ""),
+                  ("one_at_a_time", "chat first token s", "chat", "chat", "ttft_s", "",
+                   "quickest chat first token", "")]
+    for row in _rows(long, "prompt"):
+        size = _size(row, "prompt-")
+        found.append(("one_at_a_time", f"{size} prompt tok/s (first token s)", "prompt", row, "prompt_tps",
+                      "ttft_s", f"fastest {size} prompt reading", ""))
+    if "agent" in _rows(long, "agent"):
+        found += [("one_at_a_time", "agent turn first token s", "agent", "agent", "ttft_s", "",
+                   "quickest agent turn first token", ""),
+                  ("one_at_a_time", "agent turn decode tok/s", "agent", "agent", "decode_tps", "",
+                   "fastest agent turn decode", "")]
+    for row in _rows(long, "burst"):
+        n = row.removeprefix("burst-")
+        found.append(("at_once", f"{n} at once: total tok/s (slowest first token s)", "burst", row, "total_tps",
+                      "ttft_p95_s", f"most total tok/s with {n} at once",
+                      f"quickest slowest first token with {n} at once"))
+    for row in _rows(long, "needle"):
+        if row.endswith(" all depths"):
+            size = _size(row, "needle-")
+            found += [("needles", f"{size} needle: found / total", "needle", row, "found", "",
+                       f"most needles found at {size}", ""),
+                      ("needles", f"{size} needle: answer time s", "needle", row, "e2e_s", "", "", "")]
+    return pd.DataFrame(found, columns=TEST_COLUMNS)
+
+
+def headline(long: pd.DataFrame, setups: list[str]) -> pd.DataFrame:
+    """One line per test and setup (HEADLINE_COLUMNS): the quoted figure and its bracketed one.
+
+    A setup that lacks a figure has it missing (NaN, n = 0), never 0.
+    """
+    by_key = {(r["setup"], r["table"], r["row"], r["metric"]): r for r in long.to_dict("records")}
+    empty = {"median": NAN, "min": NAN, "max": NAN, "n": 0}
+    lines = []
+    for test in tests(long).to_dict("records"):
+        for setup in setups:
+            main = by_key.get((setup, test["source"], test["row"], test["metric"]), empty)
+            second = by_key.get((setup, test["source"], test["row"], test["second"]), empty)
+            lines.append({**{k: test[k] for k in ("table", "test", "metric", "second", "words", "second_words")},
+                          "setup": setup, **{k: main[k] for k in ("median", "min", "max", "n")},
+                          "second_median": second["median"], "second_min": second["min"],
+                          "second_max": second["max"]})
+    return pd.DataFrame(lines, columns=HEADLINE_COLUMNS)
+
+
+def value_text(value: float, metric: str) -> str:
+    """A headline number: tok/s whole from 100 up, seconds to about three significant digits."""
+    if pd.isna(value):
+        return MISSING
+    if metric.endswith("_tps"):
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
+    if metric.endswith("_s"):
+        digits = 1 if abs(value) >= 10 else 2 if abs(value) >= 1 else 3 if abs(value) >= 0.01 else 4
+        return f"{value:.{digits}f}"
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
+def _range(low: float, high: float, metric: str) -> str:
+    return f"{value_text(low, metric)}–{value_text(high, metric)}"
+
+
+def cell_text(line: dict) -> str:
+    """What the cell shows: the median (and the bracketed figure's), found / total, or the answer time range."""
+    if line["metric"] == "found":
+        return f"{value_text(line['median'], 'found')}/{line['n']}" if line["n"] else MISSING
+    if line["metric"] == "e2e_s":
+        return _range(line["min"], line["max"], "e2e_s") if line["n"] else MISSING
+    text = value_text(line["median"], line["metric"])
+    if line["second"] and text != MISSING:
+        text += f" ({value_text(line['second_median'], line['second'])})"
+    return text
+
+
+def detail_text(line: dict) -> str:
+    """What is one click away: the ranges the cell's medians were taken over, and n."""
+    if not line["n"]:
+        return "no value"
+    if line["metric"] == "found":
+        return f"found in {value_text(line['median'], 'found')} of {line['n']} answered requests"
+    if line["metric"] == "e2e_s":
+        return f"median {value_text(line['median'], 'e2e_s')}, {line['n']} answers"
+    text = f"range {_range(line['min'], line['max'], line['metric'])}, n={line['n']}"
+    if line["second"] and pd.notna(line["second_median"]):
+        text += f"; {SECOND_NAMES[line['second']]} {_range(line['second_min'], line['second_max'], line['second'])}"
+    return text
+
+
+def cells(lines: pd.DataFrame, keys: dict[str, str], text=cell_text) -> pd.DataFrame:
+    """One table's lines as strings: ``test``, then a column per setup headed by its key."""
+    tests_in_order = list(dict.fromkeys(lines["test"]))
+    out = pd.DataFrame({"test": tests_in_order})
+    for setup, key in keys.items():
+        mine = {line["test"]: line for line in lines[lines["setup"] == setup].to_dict("records")}
+        out[key] = [text(mine[test]) if test in mine else MISSING for test in tests_in_order]
+    return out
