@@ -64,9 +64,12 @@ def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[st
     return blocks
 
 
-def capacity_blocks(sentences: list[str]) -> list[tuple]:
-    """The capacity search's result, one sentence per setup that ran one."""
-    return [("heading", "Capacity"), ("list", sentences)] if sentences else []
+def capacity_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[tuple]:
+    """The capacity search's result, one sentence per setup that ran one, and the figures of its steps."""
+    if not sentences:
+        return []
+    steps = long[long["table"] == "capacity"]
+    return [("heading", "Capacity"), ("list", sentences), ("table", display(steps, keys))]
 
 
 def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
@@ -80,7 +83,7 @@ def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: di
                    pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = ()) -> list[tuple]:
     incomplete = [] if facts["complete"] else ["this directory"]
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
-            *headline_blocks(lines, keys), *capacity_blocks(list(capacity)),
+            *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long),
             *warning_blocks(incomplete, warnings, problems),
             *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
             ("list", header_items(facts)), *table_blocks(long)]
@@ -97,7 +100,7 @@ def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd
         blocks += [("heading", "The result, in words"),
                    ("text", "A setup is named only where its whole min–max range is better than every other "
                             "setup's."), ("list", verdicts)]
-    blocks += [*capacity_blocks(list(capacity)), *warning_blocks(incomplete, warnings, problems),
+    blocks += [*capacity_blocks(list(capacity), long, keys), *warning_blocks(incomplete, warnings, problems),
                *chart_blocks(pictures), ("heading", "Details")]
     for label, facts in facts_by_setup.items():
         blocks += [("subheading", f"{keys[label]}: {label}"), ("list", header_items(facts))]

@@ -1,10 +1,10 @@
 """The analysis' only writer: a run's report, and the comparison of several setups.
 
     write_report(run_dir)              -> DIR/summary.md, summary.csv, report.html, the charts
-                                          (total_tps.png, ttft_by_prompt.png, token_latency.png)
+                                          (capacity.png, total_tps.png, ttft_by_prompt.png, token_latency.png)
                                           and engine_clock.csv when the engine sent timings
     write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.html and the charts
-                                          (compare.png, ttft_by_prompt.png, token_latency.png)
+                                          (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png)
 
 Both print nothing and return the paths they wrote. A chart with nothing to draw is not written.
 """
@@ -19,7 +19,7 @@ from analysis import agreement, capacity, charts, document, headline, legend, lo
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
-TTFT_PNG, LATENCY_PNG = "ttft_by_prompt.png", "token_latency.png"
+TTFT_PNG, LATENCY_PNG, CAPACITY_PNG = "ttft_by_prompt.png", "token_latency.png", "capacity.png"
 
 
 def write_report(run_dir) -> list[Path]:
@@ -32,7 +32,8 @@ def write_report(run_dir) -> list[Path]:
     long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
     keys = legend.setup_keys([facts["setup"]])
     items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
-    pictures = _rendered({"total_tps.png": charts.burst_chart(long, keys),
+    pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, {facts["setup"]: slo}),
+                          "total_tps.png": charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
@@ -63,7 +64,8 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     facts = {label: summary.facts(mine, settings[label]) for label, mine in by_setup.items()}
     warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
     lines = headline.headline(long, setups)
-    pictures = _rendered({COMPARE_PNG: charts.burst_chart(long, keys),
+    pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, slos),
+                          COMPARE_PNG: charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,

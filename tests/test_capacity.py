@@ -154,3 +154,26 @@ def test_capacity_options_are_checked_with_one_line_and_exit_2(tmp_path):
         result = run_cli("capacity", *args, "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "x"))
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr and "error:" in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_the_capacity_chart_draws_each_setup_s_curve_its_slo_line_and_its_capacity():
+    from analysis import charts
+
+    goal = slo.parse("ttft_p95=0.5,decode_p5=15")
+    rows = [row(phase="class-2", ttft_s=0.1, t_start=1.0, decode_tps=30.0) for _ in range(4)]
+    rows += [row(phase="class-4", ttft_s=t, t_start=3.0, decode_tps=20.0) for t in (0.2, 0.4, 0.9)]
+    long = pd.concat([capacity_analysis.tables(frame(rows), goal).assign(setup=label) for label in ("a", "b")])
+    spec = charts.spec(charts.capacity_chart(long, {"a": "A", "b": "B"}, {"a": goal, "b": goal}))
+    first_token, decode = spec["hconcat"]
+    datasets = spec["datasets"]
+
+    def values(panel, field):
+        return [v[field] for layer in panel["layer"] for v in datasets[layer["data"]["name"]] if field in v]
+
+    assert sorted(set(values(first_token, "line"))) == ["TTFT p50", "TTFT p95"]
+    assert set(values(first_token, "goal")) == {"SLO A, B: ttft_p95 ≤ 0.5 s"}  # one line for the SLO both share
+    assert sorted(set(values(first_token, "label"))) == ["A: capacity 2", "B: capacity 2"]
+    assert set(values(decode, "line")) == {"decode p50", "decode_tps_p5"}  # the goal's own figure is drawn too
+    assert set(values(decode, "goal")) == {"SLO A, B: decode_p5 ≥ 15 tok/s"}
+    assert charts.capacity_chart(long[long["table"] != "capacity"], {"a": "A"}, {"a": goal}) is None
+    assert charts.png(charts.capacity_chart(long, {"a": "A"}, {"a": goal})).startswith(b"\x89PNG")
