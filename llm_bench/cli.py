@@ -129,7 +129,7 @@ def add_capacity_options(parser: argparse.ArgumentParser) -> None:
     defaults = SearchOptions()
     parser.add_argument("--slo", type=_slo, required=True,
                         help="the goal each step is judged by, e.g. ttft_p95=1.0,decode_p5=10 (errors=0.01 allows "
-                             "1%% failed requests; default none)")
+                             "1%% failed requests; default 0)")
     parser.add_argument("--think-time", type=_think_time, default="10-40",
                         help="seconds a student thinks between an answer and the next question: a range drawn "
                              "uniformly, or one value (default 10-40)")
@@ -338,28 +338,18 @@ def _scenarios(text: str) -> str:
     return ",".join(chosen)
 
 
-def _slo(text: str) -> str:
-    try:
-        slos.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+def _checked_by(parse):
+    """An argparse type that keeps the text and turns ``parse``'s ValueError into a one-line usage error."""
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    return check
 
 
-def _think_time(text: str) -> str:
-    try:
-        parse_think_time(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _step(text: str) -> str:
-    try:
-        parse_step(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+_slo, _think_time, _step = _checked_by(slos.parse), _checked_by(parse_think_time), _checked_by(parse_step)
 
 
 def _non_negative_float(text: str) -> float:
