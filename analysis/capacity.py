@@ -17,7 +17,7 @@ from analysis.spread import long_frame, long_rows, single
 from bench_tasks import slo as slos
 from bench_tasks.capacity import SCENARIO, conclude
 
-WINDOW = re.compile(r"class-(\d+)")
+WINDOW = re.compile(r"class-(\d+)(?:-\d+)?")  # class-N, or class-N-2: the class again after a refused window
 STEP_COLUMNS = ["phase", "students", "step", "requests", "ok", "failed", "client_saturated", "ttft_p50_s",
                 "ttft_p95_s", "per_user_decode_tps", "goodput_share", "meets_slo", "outcome", "missed"]
 PER_REQUEST = ("students", "step", "requests", "failed", "client_saturated", "goodput_share", "meets_slo")
@@ -39,11 +39,12 @@ def steps(records: pd.DataFrame, slo: slos.Slo) -> pd.DataFrame:
         rows.append({**figures, "phase": phase, "students": students, "step": number, "meets_slo": meets,
                      "missed": "; ".join(figures["missed"])})
     columns = STEP_COLUMNS + [g.figure for g in slo.goals if g.figure not in STEP_COLUMNS]
-    return pd.DataFrame(rows, columns=columns).sort_values("students", ignore_index=True)
+    return pd.DataFrame(rows, columns=columns).sort_values(["students", "step"], ignore_index=True)
 
 
 def result(steps: pd.DataFrame) -> tuple[int, int | None, str]:
-    """(capacity, the class that bounds it, why) as the search concluded: see bench_tasks.capacity.conclude."""
+    """(capacity, the class that bounds it, why) as the search concluded: see bench_tasks.capacity.conclude
+    (a class run twice counts by its later window)."""
     return conclude(dict(zip(steps["students"].astype(int), steps["outcome"])))
 
 
@@ -91,9 +92,11 @@ def conclusion(steps: pd.DataFrame, slo: slos.Slo) -> str:
     head = f"Largest class that met the SLO ({slo.text()})"
     if why == "untested":
         return f"{head}: {capacity} students, the largest class tried; the server may take more (raise --max-students)."
-    missed = steps.loc[steps["students"] == bound, "missed"].iloc[0]
+    windows = steps[steps["students"] == bound]
+    missed = windows["missed"].iloc[-1]
     if why == slos.SATURATED:
-        return (f"{head}: at least {capacity} students. At {bound} students the client itself was saturated "
+        twice = " in both of its windows" if len(windows) > 1 else ""
+        return (f"{head}: at least {capacity} students. At {bound} students the client itself was saturated{twice} "
                 f"({missed}): that step is not reported and the search stopped there. Add workers (--processes N, "
                 "or worker machines) and search again.")
     return f"{head}: {capacity} students; {bound} students missed it ({missed})."

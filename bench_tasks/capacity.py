@@ -11,7 +11,9 @@ the same protocol for users (``take``, ``done``, ``forget``), so the same messag
 workers. Each step seats its class, lets it settle (``settle-N``: new students arrive, the
 server's queue adapts), then opens its judged window (``class-N``) for at least ``step_s`` and
 ``min_requests`` questions, then waits for the window's answers and records (labelled
-``settle-N`` again meanwhile) and judges them with ``slo.judge``. Pure: clock injected, no Locust.
+``settle-N`` again meanwhile) and judges them with ``slo.judge``. A step in which the client was
+saturated is run once more (``settle-N-2``, ``class-N-2``): a machine that stalled for a moment
+does not end the search, a client that cannot keep up does. Pure: clock injected, no Locust.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class Step:
     students: int
     number: int  # 1-based, in the order the search ran them
     started: float
+    attempt: int = 1  # 2: the class again, its first window refused (the client was saturated)
     state: str = SETTLING
     window_started: float | None = None
     handed: int = 0  # questions sent in the window
@@ -104,11 +107,15 @@ class Step:
 
     @property
     def window(self) -> str:
-        return f"class-{self.students}"
+        return f"class-{self.students}{self._again}"
 
     @property
     def settle(self) -> str:
-        return f"settle-{self.students}"
+        return f"settle-{self.students}{self._again}"
+
+    @property
+    def _again(self) -> str:
+        return f"-{self.attempt}" if self.attempt > 1 else ""
 
 
 @dataclass
@@ -196,6 +203,9 @@ class Search:
         self.judged.append((step, figures))
         if self.on_verdict is not None:
             self.on_verdict(step, figures)
+        if figures["outcome"] == slos.SATURATED and step.attempt == 1:
+            self._seat(step.students, step.number + 1, attempt=2)
+            return
         following = self.ladder.next(step.students, figures["outcome"])
         if following is None:
             self.step = None
@@ -203,8 +213,8 @@ class Search:
         else:
             self._seat(following, step.number + 1)
 
-    def _seat(self, students: int, number: int) -> None:
-        self.step = Step(students, number, self.clock())
+    def _seat(self, students: int, number: int, attempt: int = 1) -> None:
+        self.step = Step(students, number, self.clock(), attempt)
         self._enter(Phase(self.step.settle, SCENARIO, students, []))
 
     def _enter(self, phase: Phase | None) -> None:

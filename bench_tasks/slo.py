@@ -161,11 +161,12 @@ def _value_text(value: float | None, goal: Goal) -> str:
     return f"{value:.3g} {goal.unit} {'>' if goal.at_most else '<'} {goal.limit:g}"
 
 
-def verdict_line(students: int, figures: dict) -> str:
-    """One line for the progress output: how the step went."""
+def verdict_line(students: int, figures: dict, again: bool = False) -> str:
+    """One line for the progress output: how the step went (``again``: a refused step will be run once more)."""
     head = f"{students} students: {figures['requests']} requests"
     if figures["outcome"] == SATURATED:
-        return f"{head}, not judged: {figures['missed'][0]}; add workers (--processes or worker machines)"
+        then = "running the class once more" if again else "add workers (--processes or worker machines)"
+        return f"{head}, not judged: {figures['missed'][0]}; {then}"
     if figures["outcome"] == MEETS:
         return f"{head}, TTFT p95 {figures['ttft_p95_s']:.3f} s: meets the SLO"
     return f"{head}: misses the SLO ({'; '.join(figures['missed'])})"

@@ -182,8 +182,8 @@ class CapacityShape(PhasedShape):
 
     def _judged(self, step, figures: dict) -> None:
         self.log.write({"event": "step", "t": time.perf_counter(), "phase": step.window, "students": step.students,
-                        "step": step.number, **figures})
-        self.progress.note(slos.verdict_line(step.students, figures))
+                        "step": step.number, "attempt": step.attempt, **figures})
+        self.progress.note(slos.verdict_line(step.students, figures, again=step.attempt == 1))
 
     def tick(self):
         if getattr(self, "coordinator", None) is not None:

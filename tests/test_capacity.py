@@ -108,6 +108,34 @@ def test_a_window_that_cannot_gather_its_questions_is_judged_after_ten_step_leng
     assert search.finished and search.judged[0][1]["requests"] == 1
 
 
+def run_window(search: Search, now: list, ttfts: list[float], flags: str = "") -> str:
+    """Settle, open and fill the current step's window with one question per TTFT; its phase."""
+    now[0] += search.options.settle_s
+    jobs = [search.take("classroom", f"u{i}") for i in range(len(ttfts))]
+    now[0] += search.options.step_s
+    search.poll()
+    for job, ttft in zip(jobs, ttfts):
+        search.record(row(phase=job.phase, ttft_s=ttft, flags=flags))
+        search.done(job)
+    return jobs[0].phase
+
+
+def test_a_class_refused_for_saturation_is_run_once_more_and_the_search_stops_if_refused_again():
+    now = [0.0]
+    options = SearchOptions(start=2, step="x2", max_students=4, settle_s=1.0, step_s=2.0, min_requests=2)
+    search = Search(options, slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
+    assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-2"
+    assert search.phase.name == "settle-2-2" and search.step.attempt == 2  # the same class again
+    assert run_window(search, now, [0.1, 0.1]) == "class-2-2"  # a passing stall: the search goes on
+    assert search.phase.name == "settle-4"
+    assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-4"
+    assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-4-2"
+    assert search.finished and search.result() == (2, 4, slo.SATURATED)
+    assert [(step.window, figures["outcome"]) for step, figures in search.judged] == [
+        ("class-2", slo.SATURATED), ("class-2-2", slo.MEETS), ("class-4", slo.SATURATED),
+        ("class-4-2", slo.SATURATED)]
+
+
 # -- the same verdict afterwards, from the records --------------------------------------------------------
 
 
@@ -143,6 +171,12 @@ def test_the_conclusion_says_to_add_workers_when_the_client_was_saturated():
                                                               flags="client_saturated")]
     sentence = capacity_analysis.conclusion(capacity_analysis.steps(frame(rows), goal), goal)
     assert "at least 4 students" in sentence and "Add workers" in sentence
+    again = rows + [row(phase="class-8-2", ttft_s=0.1, t_start=3.0, flags="client_saturated")]
+    steps = capacity_analysis.steps(frame(again), goal)
+    assert list(steps["phase"]) == ["class-4", "class-8", "class-8-2"] and list(steps["students"]) == [4, 8, 8]
+    assert "saturated in both of its windows" in capacity_analysis.conclusion(steps, goal)
+    retried = rows + [row(phase="class-8-2", ttft_s=0.9, t_start=3.0)]  # the class again, judged this time
+    assert capacity_analysis.result(capacity_analysis.steps(frame(retried), goal)) == (4, 8, slo.MISSES)
     table = capacity_analysis.format_steps(capacity_analysis.steps(frame(rows), goal), goal)
     assert "not judged: the client was saturated" in table.splitlines()[2]
 

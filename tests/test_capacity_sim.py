@@ -44,10 +44,10 @@ def test_the_search_finds_the_paper_capacity_of_the_simulated_engine(start_sim, 
     sim = start_sim(**SIM)
     out = tmp_path / "capacity"
     result = search(sim.url, out)
-    if "not judged: the client was saturated" in result.stdout:
-        # The machine is shared and stalled under the client: the search said so and stopped (checked
-        # here), and measured nothing about the server; search once more.
-        assert "Add workers" in result.stdout and "at least" in result.stdout
+    if "Add workers" in result.stdout:
+        # The machine is shared and stalled under the client twice at one class: the search said so and
+        # stopped (checked here), and measured nothing more about the server; search once more.
+        assert "at least" in result.stdout and "in both of its windows" in result.stdout
         out = tmp_path / "again"
         result = search(sim.url, out)
     summary = pd.read_csv(out / "summary.csv")
@@ -58,7 +58,9 @@ def test_the_search_finds_the_paper_capacity_of_the_simulated_engine(start_sim, 
     events = [json.loads(line) for line in (out / "capacity.jsonl").read_text().splitlines()]
     live = {e["students"]: e["outcome"] for e in events if e["event"] == "step"}
     reported = summary.query("table == 'capacity' and metric == 'meets_slo'").set_index("row")["median"]
-    assert {int(row.split("-")[1]): (slo.MEETS if v == 1 else slo.MISSES) for row, v in reported.items()} == live
+    verdicts = {slo.MEETS: 1.0, slo.MISSES: 0.0}
+    assert {e["phase"]: verdicts.get(e["outcome"]) for e in events if e["event"] == "step"} == {
+        row: (None if pd.isna(v) else v) for row, v in reported.items()}
     assert events[-1] == {**events[-1], "event": "end", "capacity": found}
     assert all(live[n] == slo.MEETS for n in live if n < PAPER_CAPACITY)
     assert all(live[n] == slo.MISSES for n in live if n > PAPER_CAPACITY + 1)
@@ -68,9 +70,9 @@ def test_the_search_finds_the_paper_capacity_of_the_simulated_engine(start_sim, 
     classroom = records[records["scenario"] == "classroom"]
     assert classroom["ok"].all()
     windows = classroom[classroom["phase"].str.startswith("class-")]
-    assert (windows["phase"] == "class-" + windows["students"].astype(str)).all()
+    assert (windows["phase"].str.extract(r"class-(\d+)")[0].astype(int) == windows["students"]).all()
     assert windows.groupby("phase").size().min() >= 10
-    assert set(classroom["phase"]) - set(windows["phase"]) <= {f"settle-{n}" for n in live}
+    assert all(phase.startswith("settle-") for phase in set(classroom["phase"]) - set(windows["phase"]))
     assert (classroom["completion_tokens"] == 41).all() and classroom["turn"].max() >= 2  # conversations grow
     assert "students: " in result.stdout and "meets the SLO" in result.stdout  # each step's verdict, as it came
     assert f"Largest class that met the SLO (ttft_p95 ≤ 0.1 s, no failed request): {int(found)}" in result.stdout

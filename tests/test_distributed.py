@@ -131,7 +131,7 @@ def test_the_capacity_search_runs_on_a_master_with_two_workers(start_sim, tmp_pa
     # never wait; 4 keep both slots busy, each cycle takes 4 * S / 2 = 2.0 s = S + T + 0.4 s of waiting.
     sim = start_sim(slots=2, prefill_tps=1e6, decode_tps=40.0, decode_slowdown=0.0)
     out = distributed_search(sim.url, tmp_path / "first")
-    if refused_for_saturation(out):  # the machine stalled under the clients (it is shared): once more
+    if stopped_for_saturation(out):  # the machine stalled under the clients twice (it is shared): once more
         out = distributed_search(sim.url, tmp_path / "again")
     events = read_jsonl(out / "capacity.jsonl")[0]
     judged = {e["students"]: e["outcome"] for e in events if e["event"] == "step"}
@@ -140,9 +140,9 @@ def test_the_capacity_search_runs_on_a_master_with_two_workers(start_sim, tmp_pa
     records = load_records(out)  # the master's records, judged by the master as they arrived
     windows = records[records["phase"].str.startswith("class-")]
     assert windows["client_pid"].nunique() == 2  # both workers' students asked in the judged windows
-    assert (windows["phase"] == "class-" + windows["students"].astype(str)).all() and windows["ok"].all()
-    assert windows.groupby("phase").size().to_dict() == {e["phase"]: e["requests"] for e in events
-                                                         if e["event"] == "step"}
+    assert (windows["phase"].str.extract(r"class-(\d+)")[0].astype(int) == windows["students"]).all()
+    assert windows["ok"].all() and windows.groupby("phase").size().to_dict() == {
+        e["phase"]: e["requests"] for e in events if e["event"] == "step"}
     assert (out / "report.html").exists()  # the master wrote the report, with the same verdicts
 
 
@@ -162,14 +162,15 @@ def distributed_search(url: str, directory: Path) -> Path:
     return out
 
 
-def refused_for_saturation(out: Path) -> bool:
-    """A step the guard refused: the search must have stopped there and said so; True to search again."""
+def stopped_for_saturation(out: Path) -> bool:
+    """The search stopped because the guard refused a class twice: it must have said so; True to search again.
+    (A class refused once is run again, and the search goes on: that is checked by the test's own asserts.)"""
     events = read_jsonl(out / "capacity.jsonl")[0]
-    refused = [e for e in events if e["event"] == "step" and e["outcome"] == "client_saturated"]
-    if not refused:
+    if events[-1].get("why") != "client_saturated":
         return False
+    steps = [e for e in events if e["event"] == "step"]
     guards = [p.read_text() for p in out.glob("client-*.json")]
-    print(f"a step was refused, the client was saturated ({refused[0]['missed']}); guards: {guards}")
-    assert refused[0] is [e for e in events if e["event"] == "step"][-1] and refused[0]["ttft_p95_s"] is None
-    assert events[-1] == {**events[-1], "event": "end", "why": "client_saturated", "bound": refused[0]["students"]}
+    print(f"the client was saturated twice at {steps[-1]['students']} students ({steps[-1]['missed']}); {guards}")
+    assert [e["attempt"] for e in steps[-2:]] == [1, 2] and steps[-1]["students"] == steps[-2]["students"]
+    assert steps[-1]["ttft_p95_s"] is None and events[-1]["bound"] == steps[-1]["students"]
     return True

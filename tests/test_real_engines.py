@@ -148,11 +148,13 @@ def test_smollm2_capacity_search_judges_each_class_on_llamacpp(smollm2_server, t
     print(result.stdout[-2000:])
     events = [json.loads(line) for line in (out / "capacity.jsonl").read_text().splitlines()]
     judged = [e for e in events if e["event"] == "step"]
-    assert [e["students"] for e in judged] in ([1], [1, 2]) and events[-1]["event"] == "end"
+    tried = list(dict.fromkeys(e["students"] for e in judged))  # a class refused for saturation is run again
+    assert tried in ([1], [1, 2]) and events[-1]["event"] == "end"
     assert all(e["outcome"] in ("meets", "misses", "client_saturated") and e["requests"] >= 1 for e in judged)
     records = load_records(out)
     windows = records[records["phase"].str.startswith("class-")]
-    assert windows["ok"].all() and (windows["phase"] == "class-" + windows["students"].astype(str)).all()
+    assert windows["ok"].all()
+    assert (windows["phase"].str.extract(r"class-(\d+)")[0].astype(int) == windows["students"]).all()
     assert windows["engine_predicted_n"].notna().all()  # llama.cpp's own timings kept beside ours
     assert "Largest class that met the SLO (ttft_p95 ≤ 1 s, decode_p5 ≥ 5 tok/s" in result.stdout
     assert "## Capacity" in (out / "summary.md").read_text()
