@@ -222,8 +222,8 @@ def warnings(records: pd.DataFrame) -> list[str]:
     for phase, group in phases(records):
         saturated = int(has_flag(group, "client_saturated").sum())
         if saturated:
-            notes.append(f"{phase}: {saturated} of {len(group)} requests ran while the client was saturated; "
-                         "its figures are not to be trusted.")
+            notes.append(f"{phase}: {saturated} of {len(group)} requests were read too late by a saturated client "
+                         "for their stamps to be trusted (add client processes or machines).")
         cached = int(has_flag(group, "cache_hit").sum())
         if cached:
             notes.append(f"{phase}: {cached} of {len(group)} fresh prompts were served from the cache; "

@@ -2,7 +2,9 @@
 
 No clock is read here. The caller stamps each chunk as it arrives (``time.perf_counter()`` in the
 Locust glue, exact synthetic times in the tests) and the Recorder turns the stamped chunks into
-figures. SSE framing is sseclient-py's; this module only decides what each event means.
+figures. ``EventFramer`` cuts the bytes into server-sent events (data lines, split anywhere), and
+the Recorder decides what each event means. Both run once per event, so they do as little as
+they can per event: one split per chunk, one JSON parse per event; the rest once per request.
 
 Definitions (the README repeats them):
 
@@ -10,11 +12,13 @@ Definitions (the README repeats them):
 - ``ttft_s``: send -> the first event carrying non-empty content, reasoning or tool-call text. A
   role-only chunk (``{"role": "assistant", "content": ""}``) is not a token.
 - ``e2e_s``: send -> the stream ended.
-- ``decode_s``: first content event -> the event that closes the answer (the one carrying
-  ``finish_reason``; the last content event when none does). An answer that ends by itself ends
-  with a token that has no text (the end-of-sequence token; a stop string the server swallows):
-  ``usage`` counts it, so its time is counted too. llama.cpp's ``predicted_ms`` and vLLM's
-  ``request_decode_time_seconds`` span the same: first sampled token to last.
+- ``decode_s``: first content event -> the last token generated. An answer that ends by itself
+  ends with a token that has no text (the end-of-sequence token; a stop string the server
+  swallows): ``usage`` counts it, so its time is counted too, and it was generated when the event
+  that closes the answer (the one carrying ``finish_reason``, without text) was sent. Otherwise
+  (cut by max_tokens, or the closing event carries text) the last token is the last content event.
+  llama.cpp's ``predicted_ms`` and vLLM's ``request_decode_time_seconds`` span the same: first
+  sampled token to last.
 - ``decode_tps = (completion_tokens - first_event_tokens) / decode_s``: the tokens generated
   after the first content event over the time they took. With one token per event this is
   (n - 1) / (t_last - t_first); with several tokens per event (speculative decoding) subtracting
@@ -26,6 +30,13 @@ Definitions (the README repeats them):
   is 1 when the answer ended by itself with a closing event that carried no text (its
   end-of-sequence token), else 0.
 - ``prompt_tps = prompt_tokens / ttft_s``.
+- ``ttft_uncertainty_s``: how much later than its arrival the first token may be stamped. A read is
+  stamped by the arrival of its newest bytes (the kernel keeps one stamp for bytes that waited
+  together), so the stamp is exact when the read that brought the first content event ended with
+  it (0). When k more content events (or the closing end-of-sequence event) came in the same read,
+  the stamp is the last of theirs: about k of the stream's mean gaps between reads later.
+  Unknown (None) without kernel stamps, where the read's own time stands in.
+- ``read_lateness_max_s``: the longest any read's newest bytes waited in the kernel.
 - ``bunched_events``: content events stamped the same as the content event before them, i.e. read
   in the same chunk. The caller gives all lines of one read one stamp. Above half of the gaps, the
   record is flagged ``bunched``: the events came in lumps, and their times are the delivery's. The
@@ -36,9 +47,10 @@ Definitions (the README repeats them):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import operator
+from collections.abc import Iterable
 
-from sseclient import SSEClient
+import orjson
 
 from bench_tasks.record import Record, add_flag
 
@@ -48,6 +60,48 @@ STREAM_ERROR = "stream_error"
 NO_DONE = "no_done"
 EMPTY_ANSWER = "empty_answer"
 BUNCHED_SHARE = 0.5  # of the gaps between content events, zero (same read) above this: flag `bunched`
+
+
+class EventFramer:
+    """Server-sent events from bytes cut anywhere: each event's data (its ``data:`` lines joined by
+    newlines), as the chunk that completes it arrives. Lines end with LF, CRLF or CR; comments
+    (``:``), other fields (``event:``, ``id:``, ``retry:``) and events without data are skipped,
+    as the SSE specification has a client do; an LLM stream carries everything in ``data``."""
+
+    def __init__(self) -> None:
+        self._partial = b""  # the line not yet ended
+        self._data: list[bytes] = []  # data lines of the event being read
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if not self._partial and not self._data and chunk.startswith(b"data: ") and chunk.endswith(b"\n\n") \
+                and chunk.count(b"\n") == 2 and b"\r" not in chunk:
+            return [chunk[6:-2]]  # one whole event in one read, the common case: no splitting
+        buffer = self._partial + chunk if self._partial else chunk
+        if b"\r" in buffer:
+            buffer = self._as_lf(buffer)
+        lines = buffer.split(b"\n")
+        self._partial = lines.pop()
+        events = []
+        for line in lines:
+            if line.startswith(b"data:"):
+                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif not line and self._data:
+                data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+                if data:  # an event whose data is empty is not dispatched (the SSE specification)
+                    events.append(data)
+                self._data = []
+        return events
+
+    def close(self) -> list[bytes]:
+        """The stream ended: a last event not closed by a blank line still counts."""
+        events = self.feed(b"\n\n") if self._partial or self._data else []
+        return events
+
+    def _as_lf(self, buffer: bytes) -> bytes:
+        # A CR at the very end may be the first half of a CRLF: it waits for the next chunk.
+        held = buffer.endswith(b"\r")
+        buffer = (buffer[:-1] if held else buffer).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return buffer + b"\r" if held else buffer
 
 
 class Recorder:
@@ -63,6 +117,9 @@ class Recorder:
         self.event_times: list[float] = []  # content events only
         self.bunched_events = 0  # content events read in the same chunk as the content event before
         self.first_event_usage: dict | None = None
+        self.first_event_lateness: float | None = None  # of the read that brought the first content event
+        self.lateness_max: float | None = None
+        self._lateness: float | None = None  # of the chunk being read
         self.usage: dict | None = None
         self.timings: dict | None = None
         self.finish_reason: str | None = None
@@ -74,35 +131,38 @@ class Recorder:
         self.error_detail = ""
         self._pieces: list[str] = []
         self._tool_deltas: list[list] = []
-        self._t_chunk = t_send
 
     # -- feeding --
     def headers(self, t: float) -> None:
         self.t_headers = t
 
-    def consume(self, timed_chunks: Iterable[tuple[float, bytes]]) -> None:
-        """Read the whole stream, or until [DONE] or an error event; ``t`` is each chunk's arrival."""
-        for event in SSEClient(self._stamped(timed_chunks)).events():
-            if not self._on_event(event.data, self._t_chunk):
+    def consume(self, timed_chunks: Iterable[tuple[float, bytes, float | None]]) -> None:
+        """Read the whole stream, or until [DONE] or an error event. Each chunk comes with its
+        arrival ``t`` and how long it waited in the kernel before it was read (None: unknown). An
+        event gets the arrival time of the chunk that completes it."""
+        framer = EventFramer()
+        t = self.t_send
+        for t, chunk, lateness in timed_chunks:
+            if lateness is not None and (self.lateness_max is None or lateness > self.lateness_max):
+                self.lateness_max = lateness
+            self._lateness = lateness
+            for data in framer.feed(chunk):
+                if not self._on_event(data, t):
+                    return
+        for data in framer.close():
+            if not self._on_event(data, t):
                 return
 
-    def _stamped(self, timed_chunks: Iterable[tuple[float, bytes]]) -> Iterator[bytes]:
-        # An event is dispatched while the chunk that completes it is current, so it gets that
-        # chunk's arrival time.
-        for t, chunk in timed_chunks:
-            self._t_chunk = t
-            yield chunk
-
-    def _on_event(self, data: str, t: float) -> bool:
-        if data == "[DONE]":
+    def _on_event(self, data: bytes, t: float) -> bool:
+        if data == b"[DONE]":
             self.done = True
             return False
         try:
-            obj = json.loads(data)
+            obj = orjson.loads(data)  # a fourth of json.loads's time: this runs for every event
         except ValueError:
-            return self._fail(MALFORMED_EVENT, data[:200])
+            return self._fail(MALFORMED_EVENT, _text(data[:200]))
         if not isinstance(obj, dict):
-            return self._fail(MALFORMED_EVENT, data[:200])
+            return self._fail(MALFORMED_EVENT, _text(data[:200]))
         if obj.get("error") is not None:
             return self._fail(STREAM_ERROR, json.dumps(obj["error"])[:300])
         usage = obj.get("usage")
@@ -126,7 +186,7 @@ class Recorder:
             tool_calls = delta.get("tool_calls")
         if text or (tool_calls and _has_tool_text(tool_calls)):
             if not self.event_times:
-                self.first_event_usage = usage
+                self.first_event_usage, self.first_event_lateness = usage, self._lateness
             elif t == self.event_times[-1]:  # one chunk, one stamp: the same read
                 self.bunched_events += 1
             self.event_times.append(t)
@@ -176,6 +236,7 @@ class Recorder:
         record.e2e_s = _since(self.t_end, self.t_send)
         record.content_events = len(self.event_times)
         record.bunched_events = self.bunched_events
+        record.read_lateness_max_s = self.lateness_max
         self._fill_tokens(record)
         self._fill_engine_timings(record)
         if is_bunched(record.content_events, self.bunched_events, record.engine_draft_accepted_n or 0):
@@ -218,7 +279,10 @@ class Recorder:
                 record.first_event_tokens_source = "estimate"
         if record.prompt_tokens and record.ttft_s > 0:
             record.prompt_tps = record.prompt_tokens / record.ttft_s
-        t_closed = self.t_close if self.t_close is not None and self.t_close >= times[-1] else times[-1]
+        # Generation ends at the closing event when it brought no text: the answer's last token (an
+        # end-of-sequence token, a swallowed stop string) was generated then. Cut by max_tokens, the
+        # last token is the last content event; the finish chunk llama.cpp sends after it is not.
+        t_closed = self.t_close if self._closing_tokens() and self.t_close > times[-1] else times[-1]
         after_first = (completion or 0) - (record.first_event_tokens or 0)
         if t_closed > times[0]:
             record.decode_s = t_closed - times[0]
@@ -226,11 +290,30 @@ class Recorder:
                 record.decode_tps = after_first / record.decode_s
                 record.itl_s = record.decode_s / after_first
         if n_events < 2:
+            record.ttft_uncertainty_s = self._ttft_uncertainty([])
             return
-        gaps = sorted(b - a for a, b in zip(times, times[1:]))
+        gaps = sorted(map(operator.sub, times[1:], times[:-1]))
         record.gap_p50_s = quantile(gaps, 0.5)
         record.gap_p95_s = quantile(gaps, 0.95)
         record.gap_max_s = gaps[-1]
+        record.ttft_uncertainty_s = self._ttft_uncertainty(gaps)
+
+    def _ttft_uncertainty(self, sorted_gaps: list[float]) -> float | None:
+        """How coarse the first token's stamp may be (see the module's definitions)."""
+        late, times = self.first_event_lateness, self.event_times
+        if late is None:
+            return None
+        read_with_it = next((i for i, t in enumerate(times) if t != times[0]), len(times)) - 1
+        if self.t_close == times[0] and self._closing_tokens():
+            read_with_it += 1  # an end-of-sequence token, generated a step later, came in the same read
+        if read_with_it == 0:
+            return 0.0
+        # The read is dated by its newest bytes; the first token's came about one event gap per
+        # event read with it earlier: the stream's cadence, the mean of the gaps between its reads
+        # (a loaded engine writes late now and then; the median would not see it).
+        spaced = [g for g in sorted_gaps if g > 0]
+        gap = sum(spaced) / len(spaced) if spaced else late
+        return read_with_it * gap
 
     def _closing_tokens(self) -> int:
         """Tokens counted after the last content event, as far as the stream shows: the
@@ -285,6 +368,10 @@ def assemble_tool_calls(deltas: list[list]) -> list[dict]:
             call["name"] += function.get("name") or ""
             call["arguments"] += function.get("arguments") or ""
     return [calls[i] for i in sorted(calls)]
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
 
 def _since(t: float | None, t0: float) -> float | None:

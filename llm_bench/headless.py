@@ -142,7 +142,7 @@ def write_settings(out_dir: Path, url: str, models: dict, argv: list[str], api_k
             "python": platform.python_version(),
             "platform": platform.platform(),
             "hostname": platform.node(),
-            "versions": {name: _version(name) for name in ("llm-bench", "locust", "gevent", "pandas", "sseclient-py")},
+            "versions": {name: _version(name) for name in ("llm-bench", "locust", "gevent", "pandas", "orjson")},
         },
         **extra,
     }

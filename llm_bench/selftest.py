@@ -43,9 +43,9 @@ WORKLOADS = (
 )
 SMALL_WORKLOADS = (Workload("W1 4x32 1/event", 4, 32, 1, 100.0), Workload("W1 4x32 4/event", 4, 32, 4, 100.0))
 
-TABLE_COLUMNS = ["workload", "requests", "ttft_err_p50_ms", "ttft_err_p99_ms", "decode_err_p50_pct",
-                 "delivered_tps", "true_tps", "delivered_share", "cpu_us_per_token", "client_cpu_load",
-                 "saturated", "trustworthy"]
+TABLE_COLUMNS = ["workload", "requests", "ttft_err_p50_ms", "ttft_err_p99_ms", "engine_read_lag_p50_ms",
+                 "decode_err_p50_pct", "delivered_tps", "true_tps", "delivered_share", "cpu_us_per_token",
+                 "client_cpu_load", "over_limit", "saturated", "trustworthy"]
 
 
 def add_parser(commands) -> None:
@@ -98,11 +98,18 @@ def _client_cost(out_dir: Path) -> dict:
 
 
 def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
-    """The client's figures against the engine's truth, joined on the response id (pure)."""
+    """The client's figures against the engine's truth, joined on the response id (pure).
+
+    The TTFT error is the client's own: when it dated the first token (``t_send + ttft_s``) against
+    when the engine wrote it, both on the machine's monotonic clock. The engine's delay in reading the
+    request after the client sent it (``engine_read_lag``) is part of every client's first token and
+    not the client's error: it is shown apart (a loaded simulated engine reads requests late too)."""
     measured = records[(records["scenario"] == "chat") & records["ok"].fillna(False)]
     joined = measured.set_index("request_id").join(truth.add_suffix("_true").set_index("request_id_true"),
                                                    how="inner")
-    ttft_err = joined["ttft_s"].astype(float) - joined["ttft_s_true"].astype(float)
+    t_first = joined["t_send"].astype(float) + joined["ttft_s"].astype(float)
+    ttft_err = t_first - joined["t_first_token_true"].astype(float)
+    read_lag = joined["t_arrival_true"].astype(float) - joined["t_send"].astype(float)
     decode_err = joined["decode_tps"].astype(float) / joined["decode_tps_true"].astype(float) - 1
     t_send = joined["t_send"].astype(float)
     delivered_span = (t_send + joined["e2e_s"].astype(float)).max() - t_send.min()
@@ -111,17 +118,21 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
     delivered, true = tokens / delivered_span, joined["completion_tokens_true"].sum() / true_span
     all_tokens = records["completion_tokens"].astype(float).sum()
     cpu_s, wall_s = client.get("run_cpu_s"), client.get("run_wall_s")
-    saturated = int(measured["flags"].str.contains("client_saturated").sum())
+    saturated = int(measured["flags"].fillna("").str.contains("client_saturated").sum())
     row = {
         "requests": len(joined),
         "ttft_err_p50_ms": ttft_err.median() * 1000,
         "ttft_err_p99_ms": ttft_err.quantile(0.99) * 1000,
+        "engine_read_lag_p50_ms": read_lag.median() * 1000,
         "decode_err_p50_pct": decode_err.median() * 100,
         "delivered_tps": delivered,
         "true_tps": true,
         "delivered_share": delivered / true,
         "cpu_us_per_token": cpu_s / all_tokens * 1e6 if cpu_s and all_tokens else None,
         "client_cpu_load": cpu_s / wall_s if cpu_s and wall_s else None,
+        # What the guard is for: requests whose first token really was off by more than the limit,
+        # beside the requests it flagged.
+        "over_limit": int((ttft_err.abs() > TTFT_ERROR_LIMIT_S).sum()),
         "saturated": saturated,
     }
     row["trustworthy"] = bool(row["ttft_err_p50_ms"] <= TTFT_ERROR_LIMIT_S * 1000
@@ -131,17 +142,20 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
 
 def format_table(table: pd.DataFrame) -> str:
     def cell(value, digits):
-        return "-" if value is None or pd.isna(value) else f"{value:.{digits}f}"
+        if value is None or pd.isna(value):
+            return "-"
+        return f"{0.0 if abs(value) < 0.5 * 10 ** -digits else value:.{digits}f}"  # no "-0.00"
 
-    lines = [f"{'workload':<20}{'n':>5}{'TTFT err p50 ms':>17}{'p99 ms':>9}{'decode err %':>14}"
+    lines = [f"{'workload':<20}{'n':>5}{'TTFT err p50 ms':>17}{'p99 ms':>9}{'engine lag ms':>15}{'decode err %':>14}"
              f"{'delivered tok/s':>17}{'true tok/s':>12}{'share':>8}{'CPU us/token':>14}{'CPU load':>10}"
-             f"{'saturated':>11}{'trust':>7}"]
+             f"{'over 40ms':>11}{'flagged':>9}{'trust':>7}"]
     for row in table.itertuples(index=False):
         lines.append(f"{row.workload:<20}{row.requests:>5}{cell(row.ttft_err_p50_ms, 2):>17}"
-                     f"{cell(row.ttft_err_p99_ms, 1):>9}{cell(row.decode_err_p50_pct, 3):>14}"
+                     f"{cell(row.ttft_err_p99_ms, 1):>9}{cell(row.engine_read_lag_p50_ms, 2):>15}"
+                     f"{cell(row.decode_err_p50_pct, 3):>14}"
                      f"{cell(row.delivered_tps, 0):>17}{cell(row.true_tps, 0):>12}{cell(row.delivered_share, 3):>8}"
-                     f"{cell(row.cpu_us_per_token, 0):>14}{cell(row.client_cpu_load, 2):>10}{row.saturated:>11}"
-                     f"{'yes' if row.trustworthy else 'NO':>7}")
+                     f"{cell(row.cpu_us_per_token, 0):>14}{cell(row.client_cpu_load, 2):>10}{row.over_limit:>11}"
+                     f"{row.saturated:>9}{'yes' if row.trustworthy else 'NO':>7}")
     return "\n".join(lines)
 
 

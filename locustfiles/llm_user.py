@@ -141,7 +141,7 @@ class LLMUser(FastHttpUser):
             break
         if judge is not None:
             judge(record, recorder)
-        if guard.saturated_since(t_send):
+        if guard.untrustworthy(record.ttft_uncertainty_s, t_send):
             add_flag(record, "client_saturated")
         sink().add(record.to_dict())
         return recorder
@@ -182,7 +182,7 @@ def _read(resp, recorder: Recorder, record: Record, sock: transport.StampedSocke
         recorder.fail(transport.NOT_SSE, (resp.headers or {}).get("content-type", ""))
         return
     try:
-        recorder.consume(transport.timed_lines(resp, sock))
+        recorder.consume(transport.timed_chunks(resp, sock))
     except Exception as exc:  # noqa: BLE001 - every transport failure becomes an error class
         recorder.fail(transport.classify(exc), repr(exc)[:300])
 

@@ -29,32 +29,57 @@ NOT_SSE = "not_sse"
 DISCONNECT_ERRORS = (HTTPConnectionClosed, HTTPParseError, ConnectionError, EOFError)
 
 
-def timed_lines(response, sock: StampedSocket | None, clock=time.perf_counter) -> Iterator[tuple[float, bytes]]:
-    """Yield (arrival time, line) for each line of the body that came on ``sock``.
+def timed_chunks(response, sock: StampedSocket | None,
+                 clock=time.perf_counter) -> Iterator[tuple[float, bytes, float | None]]:
+    """Yield (arrival time, bytes, lateness) for each read of the body that came on ``sock``: the
+    whole lines it completed, all at once, and how long they had waited in the kernel (None without
+    a kernel stamp).
 
-    A line that needed a read from the socket is stamped by that read: when the kernel received
-    its last packet (see StampedSocket), else when the read returned. A line already whole in the
-    buffer came with an earlier read and keeps that read's stamp: lines that arrived together share
-    one stamp (which is how a lumped delivery is recognised), and the time spent parsing the lines
-    ahead of it is not charged to the server. Body bytes already buffered came with the headers.
-    The socket is passed in because the response lets go of it in the read that ends the message.
+    A read is stamped when the kernel received its last packet (see StampedSocket), else when the
+    read returned. Lines that arrived together share that stamp (which is how a lumped delivery is
+    recognised), and the time spent parsing them is not charged to the server. Body bytes already
+    buffered came with the headers, and carry their read's stamp. The socket is passed in because
+    the response lets go of it in the read that ends the message. (geventhttpclient's own readline,
+    one call per line, cost more than the rest of the per-event path; this is the same reading.)
     """
     raw = response._response
-    stamp = received_at(sock, clock)
+    buffer = raw._body_buffer
+    stamp, late = received_at(sock, clock), read_lateness(sock)
     while True:
-        buffered = b"\n" in raw._body_buffer
-        line = raw.readline(b"\n")
-        if not line:
+        end = buffer.rfind(b"\n") + 1
+        if end:
+            chunk = bytes(buffer[:end])
+            del buffer[:end]
+            yield stamp, chunk, late
+        if raw.message_complete:
+            if buffer:  # a last line without its newline
+                chunk = bytes(buffer)
+                del buffer[:]
+                yield stamp, chunk, late
             return
-        if not buffered:
-            stamp = received_at(sock, clock)
-        yield stamp, line
+        source = raw._sock
+        if source is None:
+            raise HTTPConnectionClosed("connection closed.")
+        try:
+            raw.feed(source.recv(raw.block_size))
+        except BaseException:
+            raw.release()
+            raise
+        if sock is not None and sock.t_received is not None:
+            stamp, late = sock.t_received, sock.lateness
+        else:
+            stamp, late = clock(), None
 
 
 def received_at(sock: StampedSocket | None, clock=time.perf_counter) -> float:
     """When the bytes of the socket's last read arrived: the kernel's stamp, else now."""
     stamp = None if sock is None else sock.t_received
     return clock() if stamp is None else stamp
+
+
+def read_lateness(sock: StampedSocket | None) -> float | None:
+    """How long the newest bytes of the socket's last read had waited in the kernel (None: unknown)."""
+    return None if sock is None else sock.lateness
 
 
 def classify(exc: BaseException) -> str:
@@ -133,22 +158,70 @@ class StampedSocket(gevent.socket.socket):
 
     t_sent: float | None = None
     t_received: float | None = None  # perf_counter; None when the last read carried no kernel stamp
+    lateness: float | None = None  # the read's time minus t_received: how long its newest bytes waited
+    _drained = False  # the last read took everything the kernel had
 
     def sendall(self, data, flags=0):
+        self._drained = True  # the answer is yet to come
         self.t_sent = time.perf_counter()
-        self.t_received = None  # a new request: nothing of it has arrived yet
+        self.t_received = self.lateness = None  # a new request: nothing of it has arrived yet
         _request_sockets[gevent.getcurrent()] = self
         return super().sendall(data, flags)
 
     def recv(self, bufsize, flags=0):
         if not KERNEL_STAMPS:
             return super().recv(bufsize, flags)
-        data, ancdata, _flags, _address = self.recvmsg(bufsize, _ANCILLARY_BYTES, flags)
-        self.t_received = kernel_arrival(ancdata, time.time(), time.perf_counter(), self.t_sent)
+        raw = self._sock
+        if self._drained and self.timeout != 0.0:
+            # The last read emptied the socket: the next bytes are yet to come, so wait for them
+            # first rather than pay a failed system call and an exception to learn it.
+            self._wait_readable()
+        while True:
+            try:
+                data, ancdata, _flags, _address = raw.recvmsg(bufsize, _ANCILLARY_BYTES, flags)
+                break
+            except BlockingIOError:
+                if self.timeout == 0.0:
+                    raise
+                self._wait_readable()
+        self._drained = len(data) < bufsize
+        perf_now = time.perf_counter()
+        self.t_received = stamp = kernel_arrival(ancdata, time.time(), perf_now, self.t_sent)
+        self.lateness = None if stamp is None else perf_now - stamp
         return data
+
+    def _wait_readable(self) -> None:
+        """Wait for bytes; the watchdog ends a wait longer than the socket's timeout. (gevent's own
+        wait makes a Timeout object per wait: a tenth of the client's cost per event.)"""
+        if self.timeout is not None:
+            _waiting[self] = time.perf_counter() + self.timeout
+        try:
+            self.hub.wait(self._read_event)
+        finally:
+            _waiting.pop(self, None)
+
+
+# socket -> when its wait for bytes times out (perf_counter); one watchdog checks them all.
+_waiting: dict = {}
+WATCHDOG_INTERVAL_S = 0.25
+_watchdog: gevent.Greenlet | None = None
+
+
+def _watch_waits() -> None:
+    """End every wait for bytes that has outlasted its socket's timeout, as socket.timeout."""
+    hub = gevent.get_hub()
+    while True:
+        gevent.sleep(WATCHDOG_INTERVAL_S)
+        now = time.perf_counter()
+        for sock, deadline in list(_waiting.items()):
+            if deadline <= now and _waiting.pop(sock, None) is not None:
+                hub.cancel_wait(sock._read_event, socket.timeout("timed out"))
 
 
 def _stamped_tcp_socket(_pool, family, socktype, protocol):
+    global _watchdog
+    if _watchdog is None or _watchdog.dead:
+        _watchdog = gevent.spawn(_watch_waits)
     sock = StampedSocket(family, socktype, protocol)
     if KERNEL_STAMPS:
         try:

@@ -199,7 +199,7 @@ def test_requests_failures_and_flags_are_counted_per_phase():
     check(errors, "errors", "burst-12", "unknown", 1, NAN, NAN, 3)
     assert "timeout" not in set(errors["metric"])  # a warm-up's failure is not counted
     notes = study.warnings(records)
-    assert any(n.startswith("burst-12: 2 of 3 requests ran while the client was saturated") for n in notes)
+    assert any(n.startswith("burst-12: 2 of 3 requests were read too late by a saturated client") for n in notes)
     assert any(n.startswith("prompt-4k: 1 of 2 fresh prompts were served from the cache") for n in notes)
 
 

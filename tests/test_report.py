@@ -136,7 +136,7 @@ def test_summary_markdown_has_the_header_warnings_and_tables(runs):
     text = (runs["slow"] / "summary.md").read_text()
     assert "- setup: slow" in text and "- model: tiny" in text and "- engine: sim" in text
     assert "- requests: 59 ok, 1 failed" in text
-    assert "burst-12: 2 of 24 requests ran while the client was saturated" in text
+    assert "burst-12: 2 of 24 requests were read too late by a saturated client" in text
     assert "Incomplete run" not in text
     headers = {tuple(h) for h in tables_in(text)}
     assert ("row", "decode_tps", "ttft_s", "n") in headers

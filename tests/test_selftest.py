@@ -26,14 +26,18 @@ def test_accuracy_joins_on_request_id_and_computes_each_figure():
         "ttft_s": [0.105, 0.210, 0.01], "decode_tps": [99.0, 101.0, None], "t_send": [10.0, 10.5, 9.0],
         "e2e_s": [2.0, 2.0, 0.1], "completion_tokens": [100, 100, 8], "flags": ["", "client_saturated", ""],
     })
-    truth = pd.DataFrame({"request_id": ["a", "b", "w"], "ttft_s": [0.100, 0.200, 0.01],
+    # The engine read each request 1 ms after it was sent and wrote its first token 99 / 199 ms later.
+    truth = pd.DataFrame({"request_id": ["a", "b", "w"], "ttft_s": [0.099, 0.199, 0.01],
                           "decode_tps": [100.0, 100.0, None], "t_arrival": [10.001, 10.501, 9.0],
+                          "t_first_token": [10.100, 10.700, 9.01],
                           "t_last_token": [12.0, 12.5, 9.1], "completion_tokens": [100, 100, 8]})
     row = accuracy(records, truth, {"run_cpu_s": 0.0208, "run_wall_s": 3.0})
     assert row["requests"] == 2
-    assert row["ttft_err_p50_ms"] == pytest.approx(7.5)
+    # The client's own error: its stamps (10.105, 10.710) against the writes; the read lag apart.
+    assert row["ttft_err_p50_ms"] == pytest.approx(7.5) and row["engine_read_lag_p50_ms"] == pytest.approx(1.0)
     assert row["decode_err_p50_pct"] == pytest.approx(0.0)
     assert row["delivered_tps"] == pytest.approx(200 / 2.5)
     assert row["true_tps"] == pytest.approx(200 / (12.5 - 10.001))
     assert row["cpu_us_per_token"] == pytest.approx(0.0208 / 208 * 1e6)
     assert row["saturated"] == 1 and not row["trustworthy"]
+    assert row["over_limit"] == 0  # 5 and 10 ms off: neither past the 40 ms limit

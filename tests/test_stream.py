@@ -47,7 +47,7 @@ def measure(timed, t_send=0.0, t_headers=None, t_end=None, first_event_tokens=No
     recorder = Recorder(t_send, first_event_tokens)
     if t_headers is not None:
         recorder.headers(t_headers)
-    recorder.consume(timed)
+    recorder.consume([item if len(item) == 3 else (*item, None) for item in timed])
     recorder.end(t_end if t_end is not None else (timed[-1][0] if timed else t_send))
     return recorder, recorder.fill(Record())
 
@@ -75,9 +75,9 @@ def test_formulas_on_exact_timestamps():
 
 
 def test_an_answer_cut_by_length_ends_at_its_last_token():
-    # llama.cpp sends the finish chunk right after the last token (here in the same read).
+    # llama.cpp sends the finish chunk some 0.3 ms after the last token: no token was generated then.
     events = standard_events(5, finish="length")
-    times = [0.02, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9, 0.9]
+    times = [0.02, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9003, 0.9003, 0.9003]
     _, r = measure(list(zip(times, events)))
     assert r.decode_s == pytest.approx(0.4) and r.decode_tps == pytest.approx(4 / 0.4)
     assert r.first_event_tokens == 1.0
@@ -278,3 +278,38 @@ def test_tokens_accepted_from_a_draft_arrive_back_to_back_and_are_not_a_lump():
     # The same lumps without a draft to explain them: a delivery problem.
     _, lumped = measure(list(zip(times, [*events[:17], sse(usage_chunk(9, 16)), events[-1]])))
     assert lumped.flags == "bunched"
+
+
+def test_framer_events_from_bytes_cut_anywhere_with_any_line_ending():
+    from bench_tasks.stream import EventFramer
+
+    stream = b": ping\r\nevent: message\r\nid: 7\r\ndata: {\"a\":\r\ndata:1}\r\n\r\ndata: two\r\rdata: three\n\ndata: [DONE]"
+    expected = [b'{"a":\n1}', b"two", b"three", b"[DONE]"]
+    for cut in range(1, len(stream)):  # a CR at the end of a piece may be half of a CRLF
+        framer = EventFramer()
+        events = framer.feed(stream[:cut]) + framer.feed(stream[cut:]) + framer.close()
+        assert events == expected, cut
+    framer = EventFramer()
+    assert [e for i in range(len(stream)) for e in framer.feed(stream[i:i + 1])] + framer.close() == expected
+    assert EventFramer().feed(b"data:\n\ndata: \n\n") == []  # empty data: no event, as the specification says
+    assert EventFramer().feed(b"event: x\n\n: only a comment\n\n") == []  # no data: no event
+
+
+def test_the_first_token_stamp_is_as_coarse_as_the_read_that_brought_it():
+    """A read is stamped by its newest bytes: exact when it ended with the first content event, else
+    late by about the events read with it (at most by how long the read's bytes had waited)."""
+    events = standard_events(6)
+    # Read on time: every event in a read of its own, the newest bytes 1 ms old when read.
+    times = [(0.5, e, 0.001) for e in events[:1]] + [(1.0 + 0.1 * i, e, 0.001) for i, e in enumerate(events[1:7])]
+    times += [(1.6, e, 0.0) for e in events[7:]]
+    _, prompt = measure(times)
+    assert prompt.ttft_uncertainty_s == 0.0 and prompt.read_lateness_max_s == pytest.approx(0.001)
+    # Read late: the first three tokens in one read, stamped by the third's arrival, two gaps late.
+    late = [(0.5, events[0], 0.0), (1.2, b"".join(events[1:4]), 0.25)] + \
+           [(1.0 + 0.1 * i, e, 0.001) for i, e in enumerate(events[4:7], start=3)] + [(1.6, e, 0.0) for e in events[7:]]
+    _, r = measure(late)
+    assert r.bunched_events == 2 and r.ttft_uncertainty_s == pytest.approx(2 * 0.1)  # two gaps of 0.1 s
+    assert r.read_lateness_max_s == pytest.approx(0.25)
+    # Without kernel stamps nobody knows.
+    _, unknown = measure([(t, e) for t, e, _late in late])
+    assert unknown.ttft_uncertainty_s is None and unknown.read_lateness_max_s is None

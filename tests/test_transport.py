@@ -8,43 +8,53 @@ import time
 
 import pytest
 
-from locustfiles.transport import KERNEL_STAMPS, SO_TIMESTAMPNS, _stamped_tcp_socket, kernel_arrival, timed_lines
+from locustfiles.transport import KERNEL_STAMPS, SO_TIMESTAMPNS, _stamped_tcp_socket, kernel_arrival, timed_chunks
 
 
 class Reads:
-    """geventhttpclient's response as timed_lines sees it: a body buffer filled by reads."""
+    """geventhttpclient's response as timed_chunks sees it: a body buffer that its parser fills with
+    what each socket read brought; it lets go of the socket once the message is complete."""
+
+    block_size = 4096
 
     def __init__(self, reads: list[tuple[float, bytes]], kernel_lead_s: float | None = None) -> None:
         self.reads = list(reads)
         self.now = 0.0
         self._body_buffer = bytearray()
+        self.message_complete = False
         # With kernel stamps, a read's bytes arrived kernel_lead_s before the read returned.
         self.kernel_lead_s = kernel_lead_s
-        self.sock = self._sock = Sock()
+        self.sock = self._sock = Sock(self)
 
     def clock(self) -> float:
         # Time passes while the client parses: every reading of the clock is 1 ms after the last.
         self.now += 0.001
         return self.now
 
-    def readline(self, sep: bytes) -> bytes:
-        while sep not in self._body_buffer:
-            if not self.reads:
-                line, self._body_buffer[:] = bytes(self._body_buffer), b""
-                return line
-            self.now, data = self.reads.pop(0)
-            self._body_buffer += data
-            self.sock.t_received = None if self.kernel_lead_s is None else self.now - self.kernel_lead_s
-            if not self.reads:
-                self._sock = None  # as geventhttpclient does once the message is complete
-        end = self._body_buffer.index(sep) + len(sep)
-        line = bytes(self._body_buffer[:end])
-        del self._body_buffer[:end]
-        return line
+    def recv(self) -> bytes:
+        self.now, data = self.reads.pop(0)
+        self.sock.t_received = None if self.kernel_lead_s is None else self.now - self.kernel_lead_s
+        self.sock.lateness = self.kernel_lead_s
+        return data
+
+    def feed(self, data: bytes) -> None:
+        self._body_buffer += data
+        if not self.reads:
+            self.message_complete, self._sock = True, None
+
+    def release(self) -> None:
+        self._sock = None
 
 
 class Sock:
     t_received: float | None = None
+    lateness: float | None = None
+
+    def __init__(self, raw: Reads) -> None:
+        self.raw = raw
+
+    def recv(self, _size: int) -> bytes:
+        return self.raw.recv()
 
 
 class Response:
@@ -54,27 +64,32 @@ class Response:
 
 def test_lines_of_one_read_share_its_stamp_and_a_split_line_waits_for_its_end():
     raw = Reads([(1.0, b"data: a\n\ndata: b\n\nda"), (2.0, b"ta: c\n"), (2.5, b"\n")])
-    stamped = list(timed_lines(Response(raw), raw.sock, clock=raw.clock))
-    assert stamped == [(1.001, b"data: a\n"), (1.001, b"\n"), (1.001, b"data: b\n"), (1.001, b"\n"),
-                       (2.001, b"data: c\n"), (2.501, b"\n")]
+    stamped = list(timed_chunks(Response(raw), raw.sock, clock=raw.clock))
+    assert stamped == [(1.001, b"data: a\n\ndata: b\n\n", None), (2.001, b"data: c\n", None), (2.501, b"\n", None)]
 
 
 def test_body_bytes_that_came_with_the_headers_keep_the_first_stamp():
     raw = Reads([(3.0, b"data: late\n")])
     raw._body_buffer += b"data: early\n"
     raw.now = 0.25  # the headers' read
-    stamped = list(timed_lines(Response(raw), raw.sock, clock=raw.clock))
-    assert stamped == [(0.251, b"data: early\n"), (3.001, b"data: late\n")]
+    stamped = list(timed_chunks(Response(raw), raw.sock, clock=raw.clock))
+    assert stamped == [(0.251, b"data: early\n", None), (3.001, b"data: late\n", None)]
 
 
 def test_a_kernel_stamp_replaces_the_time_the_read_returned():
     raw = Reads([(1.0, b"data: a\n\nda"), (2.0, b"ta: b\n"), (2.5, b"\n")], kernel_lead_s=0.004)
-    raw.sock.t_received = 0.5  # the headers' read
+    raw.sock.t_received, raw.sock.lateness = 0.5, 0.002  # the headers' read
     raw._body_buffer += b": hi\n"
-    stamped = list(timed_lines(Response(raw), raw.sock, clock=raw.clock))
+    stamped = list(timed_chunks(Response(raw), raw.sock, clock=raw.clock))
     # The last read ends the message and the response lets go of its socket: its stamp still counts.
-    assert stamped == [(0.5, b": hi\n"), (0.996, b"data: a\n"), (0.996, b"\n"), (1.996, b"data: b\n"),
-                       (2.496, b"\n")]
+    assert stamped == [(0.5, b": hi\n", 0.002), (0.996, b"data: a\n\n", 0.004), (1.996, b"data: b\n", 0.004),
+                       (2.496, b"\n", 0.004)]
+
+
+def test_a_last_line_without_its_newline_still_comes_out():
+    raw = Reads([(1.0, b"data: a\n\ndata: [DONE]")])
+    assert list(timed_chunks(Response(raw), raw.sock, clock=raw.clock)) == [
+        (1.001, b"data: a\n\n", None), (1.001, b"data: [DONE]", None)]
 
 
 def _timespec(wall_s: float) -> list:
