@@ -140,3 +140,91 @@ def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.Laye
         y=alt.Y("itl_ms:Q", title=f"itl_s (ms) per request{words}", scale=scale))
     return boxes.properties(title="Per-token latency per request (itl_s)",
                             width=max(240, 26 * len(phases) * len(order)), height=260)
+
+
+CAPACITY_PANELS = (  # (panel title, y axis, unit, [(figure, what the line is)]) of the capacity chart
+    ("First token by class size", "first token s", "s", [("ttft_p50_s", "TTFT p50"), ("ttft_p95_s", "TTFT p95")]),
+    ("Decode tok/s one student sees", "decode tok/s per student", "tok/s",
+     [("per_user_decode_tps", "decode p50")]))
+
+
+def capacity_chart(long: pd.DataFrame, keys: dict[str, str], slos: dict) -> alt.HConcatChart | None:
+    """The capacity search: TTFT p50 and p95, and per-user decode tok/s, against the number of students,
+    a line per setup and figure; each SLO goal as a horizontal rule on its panel and each setup's
+    capacity as a vertical one. ``slos`` maps a setup label to the SLO it was judged by."""
+    steps = long[(long["table"] == "capacity") & long["setup"].isin(list(keys))]
+    if steps.empty:
+        return None
+    capacity = _capacity_marks(long, keys)
+    panels = [_capacity_panel(steps, keys, _goal_rules(slos, keys, unit), capacity, title, axis, lines)
+              for title, axis, unit, lines in CAPACITY_PANELS]
+    panels = [panel for panel in panels if panel is not None]
+    return alt.hconcat(*panels).resolve_scale(color="shared", strokeDash="independent") if panels else None
+
+
+def _capacity_panel(steps: pd.DataFrame, keys: dict[str, str], goals: pd.DataFrame, capacity: pd.DataFrame,
+                    title: str, axis: str, lines: list[tuple[str, str]]) -> alt.LayerChart | None:
+    names = {**dict(zip(goals["figure"], goals["figure"])), **dict(lines)}  # a goal's own figure by its name
+    frame = _capacity_points(steps, keys, names)
+    if frame.empty:
+        return None
+    order = list(keys.values())
+    color = alt.Color("key:N", sort=order, title="setup")
+    scale, words = _value_scale(pd.concat([frame["median"], goals["limit"]]))
+    base = alt.Chart(frame).encode(
+        x=alt.X("students:Q", title="students in the class", scale=alt.Scale(zero=False),
+                axis=alt.Axis(tickMinStep=1, format="d")),
+        y=alt.Y("median:Q", title=f"{axis}{words}", scale=scale), color=color,
+        strokeDash=alt.StrokeDash("line:N", sort=list(names.values()), legend=None),  # each line is labelled
+        tooltip=[alt.Tooltip("key:N", title="setup"), alt.Tooltip("setup:N", title="label"),
+                 alt.Tooltip("students:Q", title="students"), alt.Tooltip("line:N", title="figure"),
+                 alt.Tooltip("value:N", title="value"), alt.Tooltip("n:Q", title="n")])
+    first = frame[frame["key"] == frame["key"].iloc[0]]  # dashes are the same for every setup: name them once
+    starts = first.loc[first.groupby("line")["students"].idxmin()]  # where the lines are apart
+    layers = [base.mark_line(point=alt.OverlayMarkDef(size=50)),
+              alt.Chart(starts).mark_text(align="left", dx=4, dy=-9, fontSize=10).encode(
+                  x="students:Q", y="median:Q", text="line:N", color=color)]
+    if not goals.empty:
+        rules = alt.Chart(goals).encode(y="limit:Q", tooltip=[alt.Tooltip("goal:N", title="SLO goal")])
+        layers += [rules.mark_rule(strokeDash=[2, 2], color="firebrick"),
+                   rules.mark_text(align="left", dx=4, dy=-6, fontSize=10, color="firebrick").encode(
+                       x=alt.value(0), text="goal:N")]
+    if not capacity.empty:
+        marks = alt.Chart(capacity).encode(x="students:Q", color=color,
+                                           tooltip=[alt.Tooltip("label:N", title="capacity")])
+        layers += [marks.mark_rule(strokeWidth=2, opacity=0.6),
+                   marks.mark_text(align="left", dx=3, baseline="top", fontSize=10).encode(
+                       y=alt.Y("place:Q", scale=None), text="label:N")]
+    return alt.layer(*layers).properties(title=title, width=320, height=260)
+
+
+def _capacity_marks(long: pd.DataFrame, keys: dict[str, str]) -> pd.DataFrame:
+    """Each setup's capacity: where its vertical rule goes, its label, and how far down the label sits."""
+    rows = long[(long["table"] == "capacity_result") & (long["metric"] == "capacity_students")
+                & long["setup"].isin(list(keys))]
+    return rows.assign(key=rows["setup"].map(keys), students=rows["median"],
+                       label=[f"{keys[s]}: capacity {v:.0f}" for s, v in zip(rows["setup"], rows["median"])],
+                       place=[4 + 13 * list(keys).index(s) for s in rows["setup"]])  # one label under another
+
+
+def _capacity_points(steps: pd.DataFrame, keys: dict[str, str], names: dict[str, str]) -> pd.DataFrame:
+    """One point per setup, step and figure named in ``names`` that has a value (a saturated step's
+    figures are missing: no point), at its class size."""
+    students = steps[steps["metric"] == "students"].set_index(["setup", "row"])["median"]
+    rows = steps[steps["metric"].isin(list(names)) & steps["median"].notna()]
+    return rows.assign(key=rows["setup"].map(keys), line=rows["metric"].map(names),
+                       students=[students.get((s, r)) for s, r in zip(rows["setup"], rows["row"])],
+                       value=[value_text(v, m) for v, m in zip(rows["median"], rows["metric"])])
+
+
+def _goal_rules(slos: dict, keys: dict[str, str], unit: str) -> pd.DataFrame:
+    """The SLO's first-token or decode goals measured in ``unit``, one horizontal rule each (setups
+    that share a goal share its rule): figure, limit, and the goal in words with its setups."""
+    shared: dict[tuple, list[str]] = {}
+    for label, slo in slos.items():
+        for goal in (slo.goals if slo is not None and label in keys else ()):
+            if goal.unit == unit and goal.column in ("ttft_s", "decode_tps"):
+                shared.setdefault((goal.figure, goal.limit, goal.text()), []).append(keys[label])
+    rows = [{"figure": figure, "limit": limit, "goal": f"SLO {', '.join(setups)}: {text}"}
+            for (figure, limit, text), setups in shared.items()]
+    return pd.DataFrame(rows, columns=["figure", "limit", "goal"])

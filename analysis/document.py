@@ -64,6 +64,14 @@ def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[st
     return blocks
 
 
+def capacity_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[tuple]:
+    """The capacity search's result, one sentence per setup that ran one, and the figures of its steps."""
+    if not sentences:
+        return []
+    steps = long[long["table"] == "capacity"]
+    return [("heading", "Capacity"), ("list", sentences), ("table", display(steps, keys))]
+
+
 def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
     if not pictures:
         return []
@@ -72,17 +80,19 @@ def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
 
 def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
                    warnings: list[str], problems: list[str], long: pd.DataFrame,
-                   pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
+                   pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = ()) -> list[tuple]:
     incomplete = [] if facts["complete"] else ["this directory"]
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
-            *headline_blocks(lines, keys), *warning_blocks(incomplete, warnings, problems),
+            *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long),
+            *warning_blocks(incomplete, warnings, problems),
             *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
             ("list", header_items(facts)), *table_blocks(long)]
 
 
 def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd.DataFrame,
                    keys: dict[str, str], verdicts: list[str], warnings: list[str], problems: list[str],
-                   long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
+                   long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
+                   capacity: list[str] = ()) -> list[tuple]:
     incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
     blocks = [("title", "llm-bench compare: " + " vs ".join(keys.values())), ("list", legend),
               *headline_blocks(lines, keys)]
@@ -90,7 +100,8 @@ def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd
         blocks += [("heading", "The result, in words"),
                    ("text", "A setup is named only where its whole min–max range is better than every other "
                             "setup's."), ("list", verdicts)]
-    blocks += [*warning_blocks(incomplete, warnings, problems), *chart_blocks(pictures), ("heading", "Details")]
+    blocks += [*capacity_blocks(list(capacity), long, keys), *warning_blocks(incomplete, warnings, problems),
+               *chart_blocks(pictures), ("heading", "Details")]
     for label, facts in facts_by_setup.items():
         blocks += [("subheading", f"{keys[label]}: {label}"), ("list", header_items(facts))]
     return [*blocks, *table_blocks(long, keys)]

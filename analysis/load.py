@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench_tasks.record import COLUMNS, FIELD_TYPES
-from bench_tasks.records_file import METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB
+from bench_tasks import slo as slos
+from bench_tasks.records_file import CAPACITY_JSONL, METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB
 
 SETTINGS_JSON = "settings.json"
 _TRUE = ("true", "1", "yes")
@@ -114,6 +115,22 @@ def load_settings(directory: str | Path) -> dict:
         return json.loads((Path(directory) / SETTINGS_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+
+
+def load_slo(directory: str | Path) -> tuple[slos.Slo | None, list[str]]:
+    """The SLO a capacity search judged its steps by (``DIR/capacity.jsonl``), or None when the
+    directory holds no search; problems met reading it."""
+    path = Path(directory) / CAPACITY_JSONL
+    if not path.exists():
+        return None, []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+            if event.get("event") == "search":
+                return slos.parse(event["slo"]), []
+        except (ValueError, KeyError, AttributeError) as exc:
+            return None, [f"{CAPACITY_JSONL}: its SLO cannot be read ({exc}); the capacity tables are left out"]
+    return None, [f"{CAPACITY_JSONL}: no search line; the capacity tables are left out"]
 
 
 def typed(frame: pd.DataFrame) -> pd.DataFrame:

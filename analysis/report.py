@@ -1,10 +1,10 @@
 """The analysis' only writer: a run's report, and the comparison of several setups.
 
     write_report(run_dir)              -> DIR/summary.md, summary.csv, report.html, the charts
-                                          (total_tps.png, ttft_by_prompt.png, token_latency.png)
+                                          (capacity.png, total_tps.png, ttft_by_prompt.png, token_latency.png)
                                           and engine_clock.csv when the engine sent timings
     write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.html and the charts
-                                          (compare.png, ttft_by_prompt.png, token_latency.png)
+                                          (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png)
 
 Both print nothing and return the paths they wrote. A chart with nothing to draw is not written.
 """
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import agreement, charts, document, headline, legend, load, study, summary, verdict
+from analysis import agreement, capacity, charts, document, headline, legend, load, study, summary, verdict
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
-TTFT_PNG, LATENCY_PNG = "ttft_by_prompt.png", "token_latency.png"
+TTFT_PNG, LATENCY_PNG, CAPACITY_PNG = "ttft_by_prompt.png", "token_latency.png", "capacity.png"
 
 
 def write_report(run_dir) -> list[Path]:
@@ -28,14 +28,17 @@ def write_report(run_dir) -> list[Path]:
     metrics, metric_problems = load.load_metrics(run_dir)
     settings = load.load_settings(run_dir)
     facts = summary.facts(records, settings)
-    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"])
+    slo, slo_problems = load.load_slo(run_dir)
+    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
     keys = legend.setup_keys([facts["setup"]])
     items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
-    pictures = _rendered({"total_tps.png": charts.burst_chart(long, keys),
+    pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, {facts["setup"]: slo}),
+                          "total_tps.png": charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
-                                     problems + metric_problems, long, pictures)
+                                     problems + metric_problems + slo_problems, long, pictures,
+                                     capacity_sentences(records, {facts["setup"]: slo}))
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     written += [_bytes(run_dir / name, png) for name, (_spec, png) in pictures.items()]
@@ -52,7 +55,8 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     records, problems = load.load_runs([Path(d) for d in dirs], list(labels) if labels else None)
     metrics = _metrics_by_setup(records, problems)
     names = {label: load.load_metric_names(mine["run_dir"].iloc[0]) for label, mine in records.groupby("setup")}
-    long = summary.comparison(records, metrics, names)
+    slos = _slos_by_setup(records, problems)
+    long = summary.comparison(records, metrics, names, slos)
     setups = summary.setups(records)
     keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}
@@ -60,11 +64,13 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     facts = {label: summary.facts(mine, settings[label]) for label, mine in by_setup.items()}
     warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
     lines = headline.headline(long, setups)
-    pictures = _rendered({COMPARE_PNG: charts.burst_chart(long, keys),
+    pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, slos),
+                          COMPARE_PNG: charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
-                                     verdict.verdicts(lines, keys), warnings, problems, long, pictures)
+                                     verdict.verdicts(lines, keys), warnings, problems, long, pictures,
+                                     capacity_sentences(records, slos, keys))
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))
@@ -81,6 +87,29 @@ def _metrics_by_setup(records: pd.DataFrame, problems: list[str]) -> dict[str, p
             frames.append(frame)
             problems += [f"{run_dir}: {p}" for p in more]
         found[label] = pd.concat(frames, ignore_index=True)
+    return found
+
+
+def capacity_sentences(records: pd.DataFrame, slos: dict, keys: dict[str, str] | None = None) -> list[str]:
+    """Each setup's capacity search result in one sentence (setups without a search say nothing);
+    with ``keys`` (a comparison) each sentence opens with its setup."""
+    sentences = []
+    for label, slo in slos.items():
+        steps = capacity.steps(records[records["setup"] == label], slo) if slo is not None else pd.DataFrame()
+        if not steps.empty:
+            sentences.append((f"{keys[label]} ({label}): " if keys else "") + capacity.conclusion(steps, slo))
+    return sentences
+
+
+def _slos_by_setup(records: pd.DataFrame, problems: list[str]) -> dict:
+    """Each setup's SLO: the one its capacity search judged by (the first of its directories that ran one)."""
+    found = {}
+    for label, mine in records.groupby("setup", sort=False):
+        found[label] = None
+        for run_dir in mine["run_dir"].unique():
+            slo, more = load.load_slo(run_dir)
+            problems += [f"{run_dir}: {p}" for p in more]
+            found[label] = found[label] or slo
     return found
 
 

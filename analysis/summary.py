@@ -9,19 +9,23 @@ import time
 
 import pandas as pd
 
-from analysis import agreement, study
+from analysis import agreement, capacity, study
 from analysis.records import measured, succeeded
 from analysis.spread import LONG_COLUMNS, long_frame
+from bench_tasks.slo import Slo
 
 TABLE_TITLES = {**study.TABLE_TITLES,
+                "capacity": "Capacity search: each class size's judged window",
+                "capacity_result": "Capacity: the largest class that met the SLO",
                 "engine_clock": "Agreement with the engine's own clock (per request, by phase)",
                 "engine_metrics": "Agreement with the engine's Prometheus counters (per phase)"}
 
 
 def summary(records: pd.DataFrame, metrics: pd.DataFrame | None = None, names: dict | None = None,
-            setup: str = "") -> pd.DataFrame:
-    """The study's tables, then the engine agreement tables where the engine gave timings or counters."""
-    frames = [study.study(records),
+            setup: str = "", slo: Slo | None = None) -> pd.DataFrame:
+    """The study's tables, the capacity search's (given the SLO it judged by), then the engine
+    agreement tables where the engine gave timings or counters."""
+    frames = [study.study(records), capacity.tables(records, slo),
               agreement.engine_clock(records).pipe(agreement.engine_clock_table)]
     if metrics is not None and not metrics.empty:
         frames.append(agreement.metrics_agreement(records, metrics, names).pipe(agreement.metrics_table))
@@ -35,11 +39,12 @@ def setups(records: pd.DataFrame) -> list[str]:
 
 
 def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None,
-               names: dict[str, dict] | None = None) -> pd.DataFrame:
-    """summary() of each setup, stacked; ``metrics`` and ``names`` map a setup label to its metric
-    readings and to what its engine profile says those series are."""
+               names: dict[str, dict] | None = None, slos: dict[str, Slo | None] | None = None) -> pd.DataFrame:
+    """summary() of each setup, stacked; ``metrics``, ``names`` and ``slos`` map a setup label to its
+    metric readings, to what its engine profile says those series are, and to the SLO its capacity
+    search judged by."""
     frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), (names or {}).get(label),
-                      setup=label)
+                      setup=label, slo=(slos or {}).get(label))
               for label in setups(records)]
     return pd.concat(frames, ignore_index=True) if frames else long_frame([])
 

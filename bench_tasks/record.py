@@ -17,6 +17,7 @@ class Record:
     round: int | None = None  # run number within the phase (burst: round)
     turn: int | None = None  # agent turn, 1-based
     concurrency: int = 1  # requests the phase sends at the same moment
+    students: int | None = None  # classroom: students seated when it was sent
     user: str = ""  # Locust user that sent it
     client_host: str = ""  # machine that sent it (hostname or --client-host)
     client_pid: int = 0

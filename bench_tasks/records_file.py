@@ -21,12 +21,14 @@ WORKER_JSONL_GLOB = "worker-*.jsonl"  # each worker's own copy, written as it go
 LOST_WORKERS_JSONL = "lost-workers.jsonl"  # distributed runs: a worker that died, and what it held
 METRICS_JSONL = "metrics.jsonl"  # the engine's Prometheus counters before and after each phase
 PROGRESS_JSONL = "progress.jsonl"  # the suite's plan, each phase's opening and each job handed out
+CAPACITY_JSONL = "capacity.jsonl"  # capacity search: its SLO and options, each step's verdict, the result
 
 
 # What a Locust run leaves in its directory (records, the engine's counters, progress, the report), and
 # what llm-bench writes beside it before Locust starts. A new run moves an earlier run's files aside.
-RUN_FILES = (RECORDS_JSONL, REQUESTS_CSV, METRICS_JSONL, PROGRESS_JSONL, LOST_WORKERS_JSONL, WORKER_JSONL_GLOB,
-             "client-*.json", "summary.md", "summary.csv", "report.html", "engine_clock.csv", "*.png")
+RUN_FILES = (RECORDS_JSONL, REQUESTS_CSV, METRICS_JSONL, PROGRESS_JSONL, CAPACITY_JSONL, LOST_WORKERS_JSONL,
+             WORKER_JSONL_GLOB, "client-*.json", "summary.md", "summary.csv", "report.html", "engine_clock.csv",
+             "*.png")
 CLI_RUN_FILES = (*RUN_FILES, "settings.json", "locust.log", "sim-truth.jsonl")
 EARLIER_RUNS = "earlier-runs"
 

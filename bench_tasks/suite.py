@@ -43,6 +43,7 @@ class Job:
     depth: float | None = None  # needle depth
     concurrency: int = 1
     release_at: float | None = None  # barrier phases: when to send, in the coordinator's clock
+    students: int | None = None  # classroom: the class seated when the job was handed out
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
     llm-bench run chat [--host URL] [--users N] [--requests N] [--setup LABEL] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
+    llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--step x2] ... --out DIR
     llm-bench report DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
@@ -17,6 +18,9 @@ import time
 from pathlib import Path
 
 from bench_tasks import server
+from bench_tasks import slo as slos
+from bench_tasks.capacity import SearchOptions, parse_step
+from bench_tasks.classroom import parse_think_time
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS
 from llm_bench import headless, progress, selftest
@@ -60,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_options(quick)
     add_suite_options(quick)
     quick.set_defaults(handler=run_quick)
+
+    capacity = commands.add_parser("capacity", help="find the largest class of students that meets an SLO")
+    add_target_options(capacity)
+    add_capacity_options(capacity)
+    capacity.set_defaults(handler=run_capacity)
 
     report = commands.add_parser("report", help="write summary.md/.csv, charts and report.html for a run")
     report.add_argument("run_dir", help="a run's output directory")
@@ -116,6 +125,48 @@ def add_suite_options(parser: argparse.ArgumentParser) -> None:
                         help=f"scenarios to run (default {','.join(SCENARIOS)})")
 
 
+def add_capacity_options(parser: argparse.ArgumentParser) -> None:
+    defaults = SearchOptions()
+    parser.add_argument("--slo", type=_slo, required=True,
+                        help="the goal each step is judged by, e.g. ttft_p95=1.0,decode_p5=10 (errors=0.01 allows "
+                             "1%% failed requests; default 0)")
+    parser.add_argument("--think-time", type=_think_time, default="10-40",
+                        help="seconds a student thinks between an answer and the next question: a range drawn "
+                             "uniformly, or one value (default 10-40)")
+    parser.add_argument("--max-tokens", type=_positive_int, default=256, help="max_tokens per answer (default 256)")
+    parser.add_argument("--ignore-eos", action="store_true",
+                        help="ask for exactly --max-tokens tokens (engines that accept ignore_eos)")
+    parser.add_argument("--start-students", type=_positive_int, default=defaults.start,
+                        help=f"the first class size (default {defaults.start})")
+    parser.add_argument("--step", type=_step, default=defaults.step,
+                        help=f"how the class grows until the SLO breaks: x2 doubles it, +4 adds four "
+                             f"(default {defaults.step})")
+    parser.add_argument("--max-students", type=_positive_int, default=defaults.max_students,
+                        help=f"the largest class tried (default {defaults.max_students})")
+    parser.add_argument("--resolution", type=_positive_int, default=defaults.resolution,
+                        help="refine until the last class that met the SLO and the first that missed it are this "
+                             f"many students apart (default {defaults.resolution}: exact)")
+    parser.add_argument("--step-s", type=_positive_float, default=defaults.step_s,
+                        help=f"seconds each step's judged window lasts at least (default {defaults.step_s:g})")
+    parser.add_argument("--settle-s", type=_non_negative_float, default=None,
+                        help="seconds a new class settles before its window opens (default: the top of "
+                             "--think-time)")
+    parser.add_argument("--min-requests", type=_positive_int, default=defaults.min_requests,
+                        help=f"questions each judged window holds at least (default {defaults.min_requests})")
+    parser.add_argument("--processes", type=_positive_int, default=1,
+                        help="Locust processes on this machine (default 1); more when the client is saturated")
+
+
+def capacity_locust_args(args) -> list[str]:
+    extra = ["--slo", args.slo, "--think-time", args.think_time, "--max-tokens", str(args.max_tokens),
+             "--start-students", str(args.start_students), "--step", args.step,
+             "--max-students", str(args.max_students), "--resolution", str(args.resolution),
+             "--step-s", str(args.step_s), "--min-requests", str(args.min_requests)]
+    extra += ["--settle-s", str(args.settle_s)] if args.settle_s is not None else []
+    extra += ["--ignore-eos"] if args.ignore_eos else []
+    return extra + (["--processes", str(args.processes)] if args.processes > 1 else [])
+
+
 def suite_locust_args(args) -> list[str]:
     return ["--runs", str(args.runs), "--sizes", args.sizes, "--needle-sizes", args.needle_sizes,
             "--bursts", args.bursts, "--only", args.only]
@@ -150,8 +201,34 @@ def run_quick(args, argv: list[str]) -> int:
     return exit_status(args, failed)
 
 
+def run_capacity(args, argv: list[str]) -> int:
+    from analysis import capacity, load, report
+
+    if args.start_students > args.max_students:
+        raise UsageError(f"--start-students {args.start_students} is above --max-students {args.max_students}")
+    settings = {"workload": "capacity", "capacity": {k: getattr(args, k) for k in CAPACITY_SETTINGS}}
+    started = time.perf_counter()
+    out_dir, failed = measure(args, argv, "capacity.py", 1, capacity_locust_args(args), settings,
+                              progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S)
+    print(f"search ran in {time.perf_counter() - started:.0f} s")
+    records, _info = load.load_run(out_dir)
+    slo = slos.parse(args.slo)
+    steps = capacity.steps(records, slo)
+    print(capacity.format_steps(steps, slo))
+    print(capacity.conclusion(steps, slo))
+    for path in report.write_report(out_dir):
+        print(f"report: {path}")
+    return exit_status(args, failed)
+
+
+CAPACITY_SETTINGS = ("slo", "think_time", "max_tokens", "ignore_eos", "start_students", "step", "max_students",
+                     "resolution", "step_s", "settle_s", "min_requests", "processes", "setup", "engine", "model",
+                     "read_timeout")
+SEARCH_RUN_TIME_S = 7 * 24 * 3600  # the search ends by itself; Locust's own run-time limit must not cut it
+
+
 def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str], settings: dict,
-            plan: progress.Plan) -> tuple[Path, int]:
+            plan: progress.Plan, run_time_s: int = 3600) -> tuple[Path, int]:
     """The measuring commands' common path: the target, its settings, Locust headless, a summary.
     Returns the output directory and how many measured requests failed."""
     from analysis import load, overview, records as record_sets, study
@@ -163,7 +240,7 @@ def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str]
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, settings)
         print(f"measuring {url}" + ("" if args.host else " (the built-in simulated engine)"), flush=True)
         headless.run_locust(locustfile, url, out_dir, users, common_locust_args(args) + extra, api_key,
-                            watch=plan)
+                            run_time_s=run_time_s, watch=plan)
     try:
         records, _info = load.load_run(out_dir)
     except load.RunDirError:
@@ -259,6 +336,27 @@ def _scenarios(text: str) -> str:
     if not chosen or unknown:
         raise argparse.ArgumentTypeError(f"scenarios are {','.join(SCENARIOS)}; got {text!r}")
     return ",".join(chosen)
+
+
+def _checked_by(parse):
+    """An argparse type that keeps the text and turns ``parse``'s ValueError into a one-line usage error."""
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    return check
+
+
+_slo, _think_time, _step = _checked_by(slos.parse), _checked_by(parse_think_time), _checked_by(parse_step)
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def _positive_float(text: str) -> float:

@@ -8,6 +8,7 @@ web UI's LLM tab): TTFT p50, decode tok/s p50 and total tok/s of the current pha
 On a terminal the line is rewritten in place twice a second; elsewhere (CI logs, a pipe) a plain
 line is printed when a phase ends and every ``HEARTBEAT_S`` while one is running, so a request
 that takes minutes (a 128K needle on a slow card) is seen to be in flight, and for how long.
+A capacity search also writes a ``note`` per judged step (its verdict), printed as its own line.
 """
 
 from __future__ import annotations
@@ -60,12 +61,15 @@ class Progress:
         self.latest_start: dict[str, float] = {}  # phase -> when its newest request or job began
         self.t_started = t_started
         self.ended = False
+        self.run_name = "suite"  # what progress.jsonl says the run is: the suite, or a capacity search
+        self.notes: list[str] = []  # lines to print as they are (a capacity step's verdict), not yet shown
 
     # -- feeding --
     def on_event(self, event: dict) -> None:
         kind = event.get("event")
         if kind == "suite":
             self.job_events = True  # the suite says when each job starts: count only those
+            self.run_name = event.get("run", self.run_name)
             self.order = [p["phase"] for p in event.get("phases", [])]
             self.expected = {p["phase"]: p["expected_records"] for p in event.get("phases", [])}
         elif kind == "phase":
@@ -73,6 +77,8 @@ class Progress:
         elif kind == "job":
             self.handed[event["phase"]] += 1
             self._started(event["phase"], event["t"])
+        elif kind == "note":
+            self.notes.append(event.get("line", ""))
         elif kind == "end":
             self.ended = True
 
@@ -121,7 +127,7 @@ class Progress:
             if figures.get(key) is not None:
                 parts.append(f"{label} {figures[key]:.{digits}f} {unit}")
         if self.ended and phase == self.current:
-            parts.append("suite done")
+            parts.append(f"{self.run_name} done")
         return " | ".join(parts)
 
 
@@ -179,6 +185,7 @@ class Printer:
         self.last_print = float("-inf")
 
     def show(self, progress: Progress, now: float) -> None:
+        self._notes(progress)
         changed = progress.current != self.shown_phase
         if self.tty:
             if changed and self.shown_phase is not None:  # the phase that ended keeps its own line
@@ -193,11 +200,20 @@ class Printer:
         self.stream.flush()
 
     def close(self, progress: Progress, now: float) -> None:
+        self._notes(progress)
         if self.tty:
             self._rewrite(progress.line(now), end="\n")
         else:
             self.stream.write(progress.line(now) + "\n")
         self.stream.flush()
+
+    def _notes(self, progress: Progress) -> None:
+        for line in progress.notes:
+            if self.tty:
+                self._rewrite(line, end="\n")
+            else:
+                self.stream.write(line + "\n")
+        progress.notes.clear()
 
     def _rewrite(self, line: str, end: str = "") -> None:
         width = shutil.get_terminal_size((120, 24)).columns

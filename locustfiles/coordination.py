@@ -1,16 +1,21 @@
-"""The quick suite inside Locust: a LoadTestShape that follows the coordinator, and SuiteUser.
+"""Phases inside Locust: a LoadTestShape that follows a coordinator, and SuiteUser.
 
 The shape runs where the coordinator lives (the local runner, or the master) and asks, every
 tick, for as many users of the current phase's class as the phase needs. Users pull jobs; a
 user with nothing to do waits in ``wait_time``, never inside a task, so stopping is clean. When
-the plan is done the shape ramps to zero, waits past a worker report interval so every record
-reaches the master, and ends the run.
+the coordinator is done the shape ramps to zero, waits past a worker report interval so every
+record reaches the master, and ends the run.
+
+Two coordinators drive it: the quick suite's plan (``SuiteShape``, bench_tasks.suite) and the
+capacity search (``CapacityShape``, bench_tasks.capacity), whose steps are classes of students
+judged against an SLO as their records come in.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import gevent
@@ -18,7 +23,11 @@ from locust import LoadTestShape, task
 from locust.runners import MasterRunner
 
 from bench_tasks import metrics
-from bench_tasks.records_file import LOST_WORKERS_JSONL, METRICS_JSONL, PROGRESS_JSONL, JsonlWriter
+from bench_tasks import slo as slos
+from bench_tasks.capacity import Search, SearchOptions
+from bench_tasks.classroom import parse_think_time
+from bench_tasks.records_file import (CAPACITY_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL, PROGRESS_JSONL,
+                                      JsonlWriter)
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS, Coordinator, Job, SuiteOptions, plan
 from locustfiles import messaging
@@ -39,49 +48,37 @@ def suite_options(parsed_options, scenarios: tuple[str, ...]) -> SuiteOptions:
     )
 
 
-class SuiteShape(LoadTestShape):
-    """Subclasses set ``users``: scenario -> User class, for the scenarios their locustfile runs."""
+class PhasedShape(LoadTestShape):
+    """The one way phases are driven: a coordinator says which phase runs and how many of which users
+    it needs; users pull jobs from it (locally, or over messages from workers). Subclasses set
+    ``users`` (scenario -> User class) and build their coordinator in ``coordinate``."""
 
     abstract = True
     users: dict[str, type] = {}
 
     def reset_time(self) -> None:
-        # Locust calls this twice when a run starts (start_shape, then start): one suite per run.
+        # Locust calls this twice when a run starts (start_shape, then start): one coordinator per run.
         super().reset_time()
         current = getattr(self, "coordinator", None)
         if current is not None and not current.finished and not getattr(self, "stopped", False):
             return
         environment = self.runner.environment
-        options = suite_options(environment.parsed_options, tuple(self.users))
         self.finished_at: float | None = None
         self.stopped = False
         self._running_class: type | None = None
         self._last_tick: tuple | None = None
-        phases = plan(options)
         sink().start_new_run()  # before this run's first file is opened (test_start comes later)
-        self.progress = ProgressLog(Path(environment.parsed_options.llm_out) / PROGRESS_JSONL, phases)
-        self.coordinator = Coordinator(phases, clock=time.perf_counter, on_enter=self._between_phases,
-                                       on_take=self.progress.job)
+        self.coordinator = self.coordinate(environment, Path(environment.parsed_options.llm_out))
         messaging.serve(environment, self.coordinator)
         if current is None:
             environment.events.test_stop.add_listener(self._on_test_stop)
 
+    def coordinate(self, environment, out: Path):
+        """This run's coordinator (it sets ``self.progress``, the run's ProgressLog)."""
+        raise NotImplementedError
+
     def _on_test_stop(self, **_kwargs) -> None:
         self.stopped = True  # a run started again (web UI) begins a new suite
-
-    def _between_phases(self, previous, phase) -> None:
-        """Read the engine's counters after one phase and before the next, then open the next."""
-        gevent.spawn(self._scrape_then_begin, previous, phase)
-
-    def _scrape_then_begin(self, previous, phase) -> None:
-        environment = self.runner.environment
-        try:
-            for when, which in (("after", previous), ("before", phase)):
-                if which is not None:
-                    read_engine_counters(environment, which.name, when)
-        finally:
-            self.coordinator.begin()
-            self.progress.phase(phase)
 
     def tick(self):
         coordinator = getattr(self, "coordinator", None)
@@ -113,7 +110,6 @@ class SuiteShape(LoadTestShape):
             return 0, 100, None
         return None
 
-
     def _close_lost_workers(self) -> None:
         if not isinstance(self.runner, MasterRunner):
             return
@@ -126,6 +122,73 @@ class SuiteShape(LoadTestShape):
             writer = JsonlWriter(Path(self.runner.environment.parsed_options.llm_out) / LOST_WORKERS_JSONL)
             writer.write(event)
             writer.close()
+
+
+class SuiteShape(PhasedShape):
+    """The quick suite's phases in their fixed order; subclasses set ``users`` for their scenarios."""
+
+    abstract = True
+
+    def coordinate(self, environment, out: Path) -> Coordinator:
+        phases = plan(suite_options(environment.parsed_options, tuple(self.users)))
+        self.progress = ProgressLog(out / PROGRESS_JSONL, phases)
+        return Coordinator(phases, clock=time.perf_counter, on_enter=self._between_phases, on_take=self.progress.job)
+
+    def _between_phases(self, previous, phase) -> None:
+        """Read the engine's counters after one phase and before the next, then open the next."""
+        gevent.spawn(self._scrape_then_begin, previous, phase)
+
+    def _scrape_then_begin(self, previous, phase) -> None:
+        environment = self.runner.environment
+        try:
+            for when, which in (("after", previous), ("before", phase)):
+                if which is not None:
+                    read_engine_counters(environment, which.name, when)
+        finally:
+            self.coordinator.begin()
+            self.progress.phase(phase)
+
+
+class CapacityShape(PhasedShape):
+    """The capacity search: a class of students per step, judged against the SLO as its records come in
+    (where they come together: the local runner or the master). Subclasses set ``users`` = {"classroom": ...}."""
+
+    abstract = True
+
+    def coordinate(self, environment, out: Path) -> Search:
+        opts = environment.parsed_options
+        think = parse_think_time(opts.think_time)
+        options = SearchOptions(start=opts.start_students, step=opts.step, max_students=opts.max_students,
+                                resolution=opts.resolution, step_s=opts.step_s, min_requests=opts.min_requests,
+                                settle_s=think.max_s if opts.settle_s is None else opts.settle_s)
+        self.progress = ProgressLog(out / PROGRESS_JSONL, [], run="search")
+        self.log = JsonlWriter(out / CAPACITY_JSONL)
+        self.log.write({"event": "search", "t": time.perf_counter(), "slo": opts.slo, "think_time": opts.think_time,
+                        "max_tokens": opts.max_tokens, "ignore_eos": opts.ignore_eos, **asdict(options)})
+        if not hasattr(self, "coordinator"):
+            sink().listeners.append(self._record)
+        return Search(options, slos.parse(opts.slo), clock=time.perf_counter, on_enter=self._entered,
+                      on_take=self.progress.job, on_verdict=self._judged)
+
+    def _record(self, row: dict) -> None:
+        self.coordinator.record(row)
+
+    def _entered(self, previous, phase) -> None:
+        self.progress.phase(phase)
+        if phase is None:
+            capacity, bound, why = self.coordinator.result()
+            self.log.write({"event": "end", "t": time.perf_counter(), "capacity": capacity, "bound": bound,
+                            "why": why})
+
+    def _judged(self, step, figures: dict) -> None:
+        self.log.write({"event": "step", "t": time.perf_counter(), "phase": step.window, "students": step.students,
+                        "step": step.number, "attempt": step.attempt, **figures})
+        self.progress.note(slos.verdict_line(step.students, figures, again=step.attempt == 1))
+
+    def tick(self):
+        if getattr(self, "coordinator", None) is not None:
+            self.coordinator.poll()  # the windows open and close by the clock, not only on a request
+        return super().tick()
 
 
 def read_engine_counters(environment, phase: str, when: str) -> None:
@@ -149,9 +212,10 @@ class ProgressLog:
     """``progress.jsonl``: the plan, each phase as it opens and each job as it is handed out, for
     the command line's progress line. Once per phase and per job: never per event."""
 
-    def __init__(self, path: Path, phases) -> None:
+    def __init__(self, path: Path, phases, run: str = "suite") -> None:
         self.writer = JsonlWriter(path)
-        self._write("suite", phases=[{"phase": p.name, "expected_records": p.expected_records} for p in phases])
+        self._write("suite", run=run,
+                    phases=[{"phase": p.name, "expected_records": p.expected_records} for p in phases])
 
     def phase(self, phase) -> None:
         if phase is not None:
@@ -159,6 +223,10 @@ class ProgressLog:
 
     def job(self, job: Job) -> None:
         self._write("job", phase=job.phase, round=job.round, index=job.index)
+
+    def note(self, line: str) -> None:
+        """A line the progress output prints as it is (the capacity search's verdict on a step)."""
+        self._write("note", line=line)
 
     def end(self) -> None:
         self._write("end")
@@ -207,4 +275,4 @@ class SuiteUser(LLMUser):
         return self.new_record(job.scenario, job.phase, round=job.round, concurrency=job.concurrency, **labels)
 
 
-__all__ = ["SCENARIOS", "SuiteShape", "SuiteUser"]
+__all__ = ["SCENARIOS", "CapacityShape", "SuiteShape", "SuiteUser"]

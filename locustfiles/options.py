@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from locust import events
 
+from bench_tasks.capacity import SearchOptions
+
+SEARCH = SearchOptions()  # the search's defaults, the same here and in `llm-bench capacity`
+
 
 @events.init_command_line_parser.add_listener
 def add_options(parser) -> None:
@@ -26,9 +30,14 @@ def add_options(parser) -> None:
                        help="Seconds without a byte before a request counts as stalled (long prompts need long)")
     group.add_argument("--llm-requests", type=int, default=0, include_in_web_ui=True,
                        help="chat.py: stop after this many requests in total (0: run until stopped)")
-    group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True, help="chat.py: max_tokens per answer")
+    group.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True,
+                       help="chat.py, classroom.py, capacity.py: max_tokens per answer")
     group.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
-                       help="chat.py: ask for exactly --max-tokens tokens (where the engine accepts ignore_eos)")
+                       help="chat.py, classroom.py, capacity.py: ask for exactly --max-tokens tokens "
+                            "(where the engine accepts ignore_eos)")
+    group.add_argument("--think-time", default="10-40", include_in_web_ui=True,
+                       help="classroom.py, capacity.py: seconds a student thinks between an answer and the next "
+                            "question, a range drawn uniformly (10-40) or one value (2)")
     group.add_argument("--chat-question", action="append", default=None,
                        help="chat.py: ask this instead of the three chat questions (repeat for several)")
     group.add_argument("--chat-stop", action="append", default=None,
@@ -40,3 +49,22 @@ def add_options(parser) -> None:
     suite.add_argument("--bursts", default="1,4,12", include_in_web_ui=True, help="Simultaneous requests per burst")
     suite.add_argument("--only", default="chat,prompt,agent,burst,needle", include_in_web_ui=True,
                        help="Scenarios to run, in the suite's fixed order")
+    search = parser
+    search.add_argument("--slo", default="ttft_p95=1.0", include_in_web_ui=True,
+                        help="capacity.py: the goal each step is judged by, e.g. ttft_p95=1.0,decode_p5=10,errors=0.01")
+    search.add_argument("--start-students", type=int, default=SEARCH.start, include_in_web_ui=True,
+                        help="capacity.py: the first class size")
+    search.add_argument("--step", default=SEARCH.step, include_in_web_ui=True,
+                        help="capacity.py: how the class grows until the SLO breaks: x2 (double) or +4 (add four)")
+    search.add_argument("--max-students", type=int, default=SEARCH.max_students, include_in_web_ui=True,
+                        help="capacity.py: the largest class tried")
+    search.add_argument("--resolution", type=int, default=SEARCH.resolution, include_in_web_ui=True,
+                        help="capacity.py: refine until the last class that met the SLO and the first that missed "
+                             "are this many students apart")
+    search.add_argument("--step-s", type=float, default=SEARCH.step_s, include_in_web_ui=True,
+                        help="capacity.py: seconds each step's judged window lasts at least")
+    search.add_argument("--settle-s", type=float, default=None,
+                        help="capacity.py: seconds a new class settles before its window opens "
+                             "(default: the top of --think-time)")
+    search.add_argument("--min-requests", type=int, default=SEARCH.min_requests, include_in_web_ui=True,
+                        help="capacity.py: questions each judged window holds at least")

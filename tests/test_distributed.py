@@ -17,6 +17,7 @@ from bench_tasks.suite import SuiteOptions, plan
 from tests.conftest import ROOT, load_records
 
 SUITE = ROOT / "locustfiles" / "quick_suite.py"
+CAPACITY = ROOT / "locustfiles" / "capacity.py"
 
 
 def free_port() -> int:
@@ -25,19 +26,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def locust(*args: str, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "locust", "-f", str(SUITE), *args],
+def locust(*args: str, log: Path, locustfile: Path = SUITE) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "locust", "-f", str(locustfile), *args],
                             stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=log.parent)
 
 
-def start_master(url: str, out: Path, port: int, suite: list[str], workers: int = 2) -> subprocess.Popen:
+def start_master(url: str, out: Path, port: int, suite: list[str], workers: int = 2,
+                 locustfile: Path = SUITE) -> subprocess.Popen:
     return locust("--headless", "--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
                   "--master-bind-port", str(port), "--host", url, "--llm-out", str(out), *suite,
-                  log=out.parent / "master.log")
+                  log=out.parent / "master.log", locustfile=locustfile)
 
 
-def start_worker(port: int, log: Path) -> subprocess.Popen:
-    return locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log=log)
+def start_worker(port: int, log: Path, locustfile: Path = SUITE) -> subprocess.Popen:
+    return locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log=log,
+                  locustfile=locustfile)
 
 
 def expected_counts(**options) -> dict[str, int]:
@@ -120,3 +123,54 @@ def test_processes_on_one_machine_merge_every_record(start_sim, tmp_path):
     assert measured.groupby("phase").size().to_dict() == expected_counts(
         sizes=(300,), needle_sizes=(400,), runs=2, bursts=(1, 4))
     assert len(list(out.glob("worker-*.jsonl"))) == 2
+
+
+def test_the_capacity_search_runs_on_a_master_with_two_workers(start_sim, tmp_path):
+    # On paper (as in test_capacity_sim): 2 slots, a question holds one for S = 40 / 40 tok/s = 1.0 s,
+    # students think exactly T = 0.6 s, so a class fits while N <= 2 * (S + T) / S = 3.2: 3 students
+    # never wait; 4 keep both slots busy, each cycle takes 4 * S / 2 = 2.0 s = S + T + 0.4 s of waiting.
+    sim = start_sim(slots=2, prefill_tps=1e6, decode_tps=40.0, decode_slowdown=0.0)
+    out = distributed_search(sim.url, tmp_path / "first")
+    if stopped_for_saturation(out):  # the machine stalled under the clients twice (it is shared): once more
+        out = distributed_search(sim.url, tmp_path / "again")
+    events = read_jsonl(out / "capacity.jsonl")[0]
+    judged = {e["students"]: e["outcome"] for e in events if e["event"] == "step"}
+    assert judged == {2: "meets", 3: "meets", 4: "misses"}, judged
+    assert events[-1]["event"] == "end" and events[-1]["capacity"] == 3
+    records = load_records(out)  # the master's records, judged by the master as they arrived
+    windows = records[records["phase"].str.startswith("class-")]
+    assert windows["client_pid"].nunique() == 2  # both workers' students asked in the judged windows
+    assert (windows["phase"].str.extract(r"class-(\d+)")[0].astype(int) == windows["students"]).all()
+    assert windows["ok"].all() and windows.groupby("phase").size().to_dict() == {
+        e["phase"]: e["requests"] for e in events if e["event"] == "step"}
+    assert (out / "report.html").exists()  # the master wrote the report, with the same verdicts
+
+
+def distributed_search(url: str, directory: Path) -> Path:
+    out, port = directory / "run", free_port()
+    out.mkdir(parents=True)
+    search = ["--slo", "ttft_p95=0.15", "--think-time", "0.6", "--max-tokens", "41", "--ignore-eos",
+              "--start-students", "2", "--step", "+1", "--step-s", "6", "--settle-s", "4", "--min-requests", "8",
+              "--stop-timeout", "10"]
+    master = start_master(url, out, port, search, locustfile=CAPACITY)
+    workers = [start_worker(port, directory / f"worker{i}.log", locustfile=CAPACITY) for i in range(2)]
+    try:
+        assert master.wait(timeout=240) == 0, (directory / "master.log").read_text()[-3000:]
+    finally:
+        for process in [master, *workers]:
+            process.kill()
+    return out
+
+
+def stopped_for_saturation(out: Path) -> bool:
+    """The search stopped because the guard refused a class twice: it must have said so; True to search again.
+    (A class refused once is run again, and the search goes on: that is checked by the test's own asserts.)"""
+    events = read_jsonl(out / "capacity.jsonl")[0]
+    if events[-1].get("why") != "client_saturated":
+        return False
+    steps = [e for e in events if e["event"] == "step"]
+    guards = [p.read_text() for p in out.glob("client-*.json")]
+    print(f"the client was saturated twice at {steps[-1]['students']} students ({steps[-1]['missed']}); {guards}")
+    assert [e["attempt"] for e in steps[-2:]] == [1, 2] and steps[-1]["students"] == steps[-2]["students"]
+    assert steps[-1]["ttft_p95_s"] is None and events[-1]["bound"] == steps[-1]["students"]
+    return True

@@ -35,3 +35,19 @@ def test_every_requests_csv_column_is_documented():
     documented = set(re.findall(r"`([a-z_0-9]+)`", README))
     missing = [c for c in COLUMNS if c not in documented]
     assert not missing, f"columns of requests.csv missing from README.md: {missing}"
+
+
+def test_every_capacity_figure_and_slo_goal_is_documented():
+    import pandas as pd
+
+    from analysis import capacity, load
+    from bench_tasks import slo
+
+    documented = set(re.findall(r"`([a-z_0-9.]+)`", README))
+    goal = slo.parse("ttft_p95=1.0,decode_p5=10")
+    rows = [{**{c: "" for c in COLUMNS}, "scenario": "classroom", "phase": "class-2", "ok": "True", "ttft_s": "0.1",
+             "decode_tps": "20", "t_start": "1"}]
+    long = capacity.tables(load.typed(pd.DataFrame(rows, columns=list(COLUMNS))), goal)
+    metrics = set(long["metric"]) | set(long["table"]) | set(slo.GOAL_COLUMNS) | {"errors"}
+    missing = sorted(metrics - documented)
+    assert not missing, f"capacity figures or SLO goals missing from README.md: {missing}"

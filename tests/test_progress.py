@@ -85,3 +85,22 @@ def test_without_a_terminal_a_line_per_phase_and_a_heartbeat():
     assert lines[2].startswith("0:40 | phase 1/2 chat | 3/3 done")  # the phase that ended, as it ended
     assert lines[3] == "0:40 | phase 2/2 needle-128k | 0/3 done"
     assert "\r" not in out.getvalue()
+
+
+def test_a_capacity_search_s_verdicts_are_printed_as_lines_of_their_own_and_it_ends_as_a_search():
+    progress = Progress(Plan(), t_started=0.0)
+    progress.on_event({"event": "suite", "t": 0.0, "run": "search", "phases": []})
+    progress.on_event({"event": "phase", "t": 0.0, "phase": "class-4"})
+    stream = io.StringIO()
+    printer = Printer(stream)
+    printer.show(progress, 1.0)
+    progress.on_event({"event": "note", "t": 2.0, "line": "4 students: 20 requests, TTFT p95 0.300 s: meets the SLO"})
+    progress.on_event({"event": "phase", "t": 2.0, "phase": "settle-8"})
+    printer.show(progress, 2.5)
+    progress.on_event({"event": "end", "t": 3.0})
+    printer.close(progress, 3.0)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "0:01 | phase class-4 | 0 done"
+    assert lines[1] == "4 students: 20 requests, TTFT p95 0.300 s: meets the SLO"  # once, as it came
+    assert lines[-1] == "0:03 | phase settle-8 | 0 done | search done"
+    assert stream.getvalue().count("meets the SLO") == 1

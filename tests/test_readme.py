@@ -123,6 +123,9 @@ def test_every_readme_command_runs_as_written(tmp_path):
     assert len(room[room["scenario"] != "warmup"]) == 93 and (results / "room" / "report.html").exists()
     assert (results / "laptop-1" / "summary.md").exists()
     assert "room-a" in (results / "laptops" / "compare.md").read_text()
+    capacity = load_records(results / "capacity")
+    judged = capacity[capacity["phase"].str.startswith("class-")]  # the short search's judged windows
+    assert len(judged) >= 10 and judged["ok"].all() and (results / "capacity" / "capacity.png").exists()
     faults = load_records(results / "faults")
     assert (faults.loc[faults["scenario"] == "chat", "error"] == "http_500").all()
     assert not list(checkout.glob("results/*/results"))  # nothing nested under a relative --out

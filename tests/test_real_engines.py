@@ -6,6 +6,8 @@ meet. Sizes are small so each engine's suite takes about a minute on two cores.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -134,6 +136,29 @@ def test_smollm2_finds_the_needle(smollm2_server, tmp_path):
     # at 2k: found at 10% 2/8, at 50% 8/8, at 90% 7/8; no run found none. Random weights find 0/3;
     # so does a badly built haystack (the old one did).
     assert needles["needle_found"].sum() >= 1, needles[["needle_depth", "needle_found"]]
+
+
+def test_smollm2_capacity_search_judges_each_class_on_llamacpp(smollm2_server, tmp_path):
+    """The capacity search against a real engine, small and short. How many students SmolLM2 takes at a
+    real SLO is measured with the defaults (see the README), not asserted here: this checks the search."""
+    out = tmp_path / "run"
+    result = run_cli("capacity", "--host", smollm2_server.url, "--slo", "ttft_p95=1.0,decode_p5=5", "--think-time",
+                     "1-2", "--max-tokens", "48", "--start-students", "1", "--step", "+1", "--max-students", "2",
+                     "--step-s", "4", "--settle-s", "2", "--min-requests", "4", "--out", str(out), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(result.stdout[-2000:])
+    events = [json.loads(line) for line in (out / "capacity.jsonl").read_text().splitlines()]
+    judged = [e for e in events if e["event"] == "step"]
+    tried = list(dict.fromkeys(e["students"] for e in judged))  # a class refused for saturation is run again
+    assert tried in ([1], [1, 2]) and events[-1]["event"] == "end"
+    assert all(e["outcome"] in ("meets", "misses", "client_saturated") and e["requests"] >= 1 for e in judged)
+    records = load_records(out)
+    windows = records[records["phase"].str.startswith("class-")]
+    assert windows["ok"].all()
+    assert (windows["phase"].str.extract(r"class-(\d+)")[0].astype(int) == windows["students"]).all()
+    assert windows["engine_predicted_n"].notna().all()  # llama.cpp's own timings kept beside ours
+    assert "Largest class that met the SLO (ttft_p95 ≤ 1 s, decode_p5 ≥ 5 tok/s" in result.stdout
+    assert "## Capacity" in (out / "summary.md").read_text()
 
 
 def test_vllm_quick_suite(vllm_server, tmp_path):

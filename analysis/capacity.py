@@ -1,0 +1,124 @@
+"""The capacity search from its records: each class size's judged window, and the largest class that met the SLO.
+
+The verdict is ``bench_tasks.slo.judge``, the very function the search judged each step with while
+it ran, applied to the same records (the phases ``class-N``; ``settle-N`` requests are never
+judged), and the capacity is ``bench_tasks.capacity.conclude`` over those verdicts. Pure:
+records and an SLO in, DataFrames and sentences out.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from analysis.records import measured
+from analysis.spread import long_frame, long_rows, single
+from bench_tasks import slo as slos
+from bench_tasks.capacity import SCENARIO, conclude
+
+WINDOW = re.compile(r"class-(\d+)(?:-\d+)?")  # class-N, or class-N-2: the class again after a refused window
+STEP_COLUMNS = ["phase", "students", "step", "requests", "ok", "failed", "client_saturated", "ttft_p50_s",
+                "ttft_p95_s", "per_user_decode_tps", "goodput_share", "meets_slo", "outcome", "missed"]
+PER_REQUEST = ("students", "step", "requests", "failed", "client_saturated", "goodput_share", "meets_slo")
+
+
+def steps(records: pd.DataFrame, slo: slos.Slo) -> pd.DataFrame:
+    """One row per judged window, by class size: its figures (``slo.judge``'s keys, the goals' own
+    figures included), ``step`` (the order the search ran it in), ``meets_slo`` (1 met, 0 missed,
+    missing when the client was saturated) and ``missed`` (the goals it broke, in words)."""
+    classroom = measured(records)
+    classroom = classroom[classroom["scenario"] == SCENARIO]
+    windows = [(phase, int(match[1]), group) for phase, group in classroom.groupby("phase", sort=False)
+               if (match := WINDOW.fullmatch(phase))]
+    order = sorted(windows, key=lambda w: pd.to_numeric(w[2]["t_start"], errors="coerce").min())
+    rows = []
+    for number, (phase, students, group) in enumerate(order, start=1):
+        figures = slos.judge(slo, group.to_dict("records"))
+        meets = {slos.MEETS: 1.0, slos.MISSES: 0.0}.get(figures["outcome"], float("nan"))
+        rows.append({**figures, "phase": phase, "students": students, "step": number, "meets_slo": meets,
+                     "missed": "; ".join(figures["missed"])})
+    columns = STEP_COLUMNS + [g.figure for g in slo.goals if g.figure not in STEP_COLUMNS]
+    return pd.DataFrame(rows, columns=columns).sort_values(["students", "step"], ignore_index=True)
+
+
+def result(steps: pd.DataFrame) -> tuple[int, int | None, str]:
+    """(capacity, the class that bounds it, why) as the search concluded: see bench_tasks.capacity.conclude
+    (a class run twice counts by its later window)."""
+    return conclude(dict(zip(steps["students"].astype(int), steps["outcome"])))
+
+
+def capacity_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps in long form (table ``capacity``): one value per figure (see ``_n`` for its n)."""
+    metrics = [c for c in steps.columns if c not in ("phase", "ok", "outcome", "missed")]
+    rows = []
+    for step in steps.to_dict("records"):
+        figures = {m: single(slos.number(step[m]), _n(step, m)) for m in metrics}
+        rows += long_rows("capacity", step["phase"], figures)
+    return long_frame(rows)
+
+
+def _n(step: dict, metric: str) -> int:
+    """What a figure counts over: the window's requests, or for a latency figure its successful
+    requests (0 when the figure is missing: withheld for a saturated client, or nothing succeeded)."""
+    if metric in PER_REQUEST:
+        return int(step["requests"])
+    return int(step["ok"]) if slos.number(step[metric]) is not None else 0
+
+
+def result_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """Table ``capacity_result``: ``capacity_students`` (the largest class that met the SLO) and
+    ``bound_students`` (the smallest that did not, or was not judged); n = judged windows."""
+    if steps.empty:
+        return long_frame([])
+    capacity, bound, _why = result(steps)
+    return long_frame(long_rows("capacity_result", "search", {
+        "capacity_students": single(capacity, len(steps)), "bound_students": single(bound, len(steps))}))
+
+
+def tables(records: pd.DataFrame, slo: slos.Slo | None) -> pd.DataFrame:
+    """Both tables, or none when the records hold no judged window or the SLO is unknown."""
+    judged = steps(records, slo) if slo is not None else pd.DataFrame()
+    if judged.empty:
+        return long_frame([])
+    return pd.concat([capacity_table(judged), result_table(judged)], ignore_index=True)
+
+
+def conclusion(steps: pd.DataFrame, slo: slos.Slo) -> str:
+    """The result in one sentence, with what bounds it."""
+    if steps.empty:
+        return "No step of the capacity search was judged."
+    capacity, bound, why = result(steps)
+    head = f"Largest class that met the SLO ({slo.text()})"
+    if why == "untested":
+        return f"{head}: {capacity} students, the largest class tried; the server may take more (raise --max-students)."
+    windows = steps[steps["students"] == bound]
+    missed = windows["missed"].iloc[-1]
+    if why == slos.SATURATED:
+        twice = " in both of its windows" if len(windows) > 1 else ""
+        return (f"{head}: at least {capacity} students. At {bound} students the client itself was saturated{twice} "
+                f"({missed}): that step is not reported and the search stopped there. Add workers (--processes N, "
+                "or worker machines) and search again.")
+    return f"{head}: {capacity} students; {bound} students missed it ({missed})."
+
+
+def format_steps(steps: pd.DataFrame, slo: slos.Slo) -> str:
+    """The steps as the terminal shows them after a search: one line per class size."""
+    goals = [g for g in slo.goals if g.figure not in ("ttft_p50_s", "ttft_p95_s")]
+    header = [("students", 9), ("requests", 9), ("failed", 7), ("TTFT p50 s", 11), ("TTFT p95 s", 11),
+              ("decode p50", 11), *[(g.figure, max(12, len(g.figure) + 1)) for g in goals], ("goodput", 8)]
+    lines = ["".join(f"{name:>{width}}" for name, width in header) + "  verdict"]
+    for step in steps.to_dict("records"):
+        cells = [str(step["students"]), str(step["requests"]), str(step["failed"]), _cell(step["ttft_p50_s"], 3),
+                 _cell(step["ttft_p95_s"], 3), _cell(step["per_user_decode_tps"], 1),
+                 *[_cell(step[g.figure], 3 if g.at_most else 1) for g in goals],
+                 "-" if slos.number(step["goodput_share"]) is None else f"{step['goodput_share']:.0%}"]
+        verdict = {slos.MEETS: "meets", slos.MISSES: f"misses: {step['missed']}",
+                   slos.SATURATED: "not judged: the client was saturated"}[step["outcome"]]
+        lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)) + "  " + verdict)
+    return "\n".join(lines)
+
+
+def _cell(value, digits: int) -> str:
+    number = slos.number(value)
+    return "-" if number is None else f"{number:.{digits}f}"

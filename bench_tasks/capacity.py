@@ -1,0 +1,223 @@
+"""The capacity search: how many students can the server seat before the SLO breaks?
+
+``Ladder`` picks class sizes: it grows the class (``x2``: double, ``+4``: add four) from
+``start`` until a step misses the SLO, then bisects between the largest class that met it and
+the smallest that missed, until they are ``resolution`` apart. It stops at once on a step in
+which the client was saturated (that step says nothing about the server) and at
+``max_students``. The search assumes that a class that misses the SLO is not met by a larger one.
+
+``Search`` runs the ladder against the clock, as the suite's ``Coordinator`` runs the plan, with
+the same protocol for users (``take``, ``done``, ``forget``), so the same messages carry it to
+workers. Each step seats its class, lets it settle (``settle-N``: new students arrive, the
+server's queue adapts), then opens its judged window (``class-N``) for at least ``step_s`` and
+``min_requests`` questions, then waits for the window's answers and records (labelled
+``settle-N`` again meanwhile) and judges them with ``slo.judge``. A step in which the client was
+saturated is run once more (``settle-N-2``, ``class-N-2``): a machine that stalled for a moment
+does not end the search, a client that cannot keep up does. Pure: clock injected, no Locust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench_tasks import slo as slos
+from bench_tasks.suite import Job, Phase
+
+SCENARIO = "classroom"
+MAX_HOLD_FACTOR = 10  # a window that cannot gather min_requests is judged after this many step_s anyway
+RECORD_WAIT_S = 7.0  # after the window's last answer, how long its records may take to arrive (2 reports)
+
+
+def parse_step(text: str) -> tuple[str, int]:
+    """``x2`` (multiply the class) or ``+4`` (add students): (operator, amount)."""
+    text = str(text).strip()
+    operator, amount = text[:1], text[1:]
+    if operator not in ("x", "+") or not amount.isdigit() or int(amount) < (2 if operator == "x" else 1):
+        raise ValueError(f"expected a step like x2 (double the class) or +4 (add four students), got {text!r}")
+    return operator, int(amount)
+
+
+def grow(students: int, step: tuple[str, int]) -> int:
+    operator, amount = step
+    return students * amount if operator == "x" else students + amount
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    start: int = 2
+    step: str = "x2"
+    max_students: int = 256
+    resolution: int = 1
+    settle_s: float = 40.0
+    step_s: float = 120.0
+    min_requests: int = 20
+    record_wait_s: float = RECORD_WAIT_S
+
+    def __post_init__(self) -> None:
+        parse_step(self.step)
+        if not 1 <= self.start <= self.max_students or self.resolution < 1 or self.min_requests < 1:
+            raise ValueError("need 1 <= start <= max_students, resolution >= 1 and min_requests >= 1")
+
+
+def conclude(verdicts: dict[int, str]) -> tuple[int, int | None, str]:
+    """(capacity, the class that bounds it, why): the largest class that met the SLO below the
+    smallest that did not. Why: ``misses``, ``client_saturated``, or ``untested`` (no step above
+    the capacity was judged: the search stopped at its largest class)."""
+    stops = [n for n, outcome in verdicts.items() if outcome != slos.MEETS]
+    bound = min(stops) if stops else None
+    met = [n for n, outcome in verdicts.items() if outcome == slos.MEETS and (bound is None or n < bound)]
+    return (max(met) if met else 0), bound, (verdicts[bound] if bound is not None else "untested")
+
+
+@dataclass
+class Ladder:
+    start: int
+    step: tuple[str, int]
+    max_students: int
+    resolution: int = 1
+    verdicts: dict[int, str] = field(default_factory=dict)
+
+    def next(self, students: int, outcome: str) -> int | None:
+        """The next class size after ``students`` was judged ``outcome``; None when the search is done."""
+        self.verdicts[students] = outcome
+        good, bound, why = conclude(self.verdicts)
+        if why == slos.SATURATED:
+            return None
+        if bound is None:
+            return None if students >= self.max_students else min(grow(students, self.step), self.max_students)
+        return None if bound - good <= self.resolution else (good + bound) // 2
+
+
+SETTLING, WINDOW, CLOSING = "settling", "window", "closing"
+
+
+@dataclass
+class Step:
+    students: int
+    number: int  # 1-based, in the order the search ran them
+    started: float
+    attempt: int = 1  # 2: the class again, its first window refused (the client was saturated)
+    state: str = SETTLING
+    window_started: float | None = None
+    handed: int = 0  # questions sent in the window
+    open: int = 0  # of those, not answered yet
+    last_answer: float | None = None
+    rows: list = field(default_factory=list)  # the window's records
+
+    @property
+    def window(self) -> str:
+        return f"class-{self.students}{self._again}"
+
+    @property
+    def settle(self) -> str:
+        return f"settle-{self.students}{self._again}"
+
+    @property
+    def _again(self) -> str:
+        return f"-{self.attempt}" if self.attempt > 1 else ""
+
+
+@dataclass
+class Search:
+    options: SearchOptions
+    slo: slos.Slo
+    clock: Callable[[], float]
+    on_enter: Callable[[Phase | None, Phase | None], None] | None = None
+    on_take: Callable[[Job], None] | None = None
+    on_verdict: Callable[[Step, dict], None] | None = None  # a step was judged (its figures and outcome)
+    accepting: bool = True  # the suite's protocol: a search never holds its users back
+    phase: Phase | None = None
+    step: Step | None = None
+    judged: list = field(default_factory=list)  # (Step, figures) in search order
+    _jobs: int = 0
+
+    def __post_init__(self) -> None:
+        o = self.options
+        self.ladder = Ladder(o.start, parse_step(o.step), o.max_students, o.resolution)
+        self._seat(o.start, number=1)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is None
+
+    def result(self) -> tuple[int, int | None, str]:
+        return conclude(self.ladder.verdicts)
+
+    # -- the users' protocol (as suite.Coordinator) --
+    def take(self, scenario: str, user: str) -> Job | None:
+        if scenario != SCENARIO:
+            return None
+        self.poll()
+        step = self.step
+        if step is None:
+            return None
+        self._jobs += 1
+        job = Job(SCENARIO, self.phase.name, step.number, self._jobs, students=step.students)
+        if step.state == WINDOW:
+            step.handed += 1
+            step.open += 1
+        if self.on_take is not None:
+            self.on_take(job)
+        return job
+
+    def done(self, job: Job) -> None:
+        step = self.step
+        if step is not None and job.phase == step.window and step.open > 0:
+            step.open -= 1
+            step.last_answer = self.clock()
+        self.poll()
+
+    def forget(self, user: str) -> list[Job]:
+        return []  # a job is handed to the user that asked for it: nothing waits to be picked up
+
+    def record(self, row: dict) -> None:
+        """A finished record, where the run's records come together (local runner or master)."""
+        step = self.step
+        if step is not None and row.get("phase") == step.window and row.get("scenario") == SCENARIO:
+            step.rows.append(row)
+            self.poll()
+
+    # -- the clock --
+    def poll(self) -> None:
+        step, now = self.step, self.clock()
+        if step is None:
+            return
+        if step.state == SETTLING and now - step.started >= self.options.settle_s:
+            step.state, step.window_started = WINDOW, now
+            self._enter(Phase(step.window, SCENARIO, step.students, []))
+        elif step.state == WINDOW and self._window_full(step, now):
+            step.state = CLOSING
+            self._enter(Phase(step.settle, SCENARIO, step.students, []))
+        if step.state == CLOSING and step.open == 0 and (
+                len(step.rows) >= step.handed or now - (step.last_answer or now) >= self.options.record_wait_s):
+            self._judge(step)
+
+    def _window_full(self, step: Step, now: float) -> bool:
+        held = now - step.window_started
+        enough = step.handed >= self.options.min_requests or held >= MAX_HOLD_FACTOR * self.options.step_s
+        return held >= self.options.step_s and enough
+
+    def _judge(self, step: Step) -> None:
+        figures = slos.judge(self.slo, step.rows)
+        self.judged.append((step, figures))
+        if self.on_verdict is not None:
+            self.on_verdict(step, figures)
+        if figures["outcome"] == slos.SATURATED and step.attempt == 1:
+            self._seat(step.students, step.number + 1, attempt=2)
+            return
+        following = self.ladder.next(step.students, figures["outcome"])
+        if following is None:
+            self.step = None
+            self._enter(None)
+        else:
+            self._seat(following, step.number + 1)
+
+    def _seat(self, students: int, number: int, attempt: int = 1) -> None:
+        self.step = Step(students, number, self.clock(), attempt)
+        self._enter(Phase(self.step.settle, SCENARIO, students, []))
+
+    def _enter(self, phase: Phase | None) -> None:
+        previous, self.phase = self.phase, phase
+        if self.on_enter is not None:
+            self.on_enter(previous, phase)

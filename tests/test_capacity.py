@@ -1,0 +1,213 @@
+"""The capacity search without Locust (its ladder and its clock), and its tables from records."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis import capacity as capacity_analysis
+from analysis import load
+from bench_tasks import slo
+from bench_tasks.capacity import Ladder, Search, SearchOptions, conclude, grow, parse_step
+from bench_tasks.record import COLUMNS, Record
+from tests.conftest import run_cli
+
+
+def row(**fields) -> dict:
+    return Record(**{"scenario": "classroom", "phase": "class-4", "ok": True, **fields}).to_dict()
+
+
+# -- the ladder of class sizes -------------------------------------------------------------------------
+
+
+def walk(ladder: Ladder, capacity: int, saturated_at: int | None = None) -> list[int]:
+    """The class sizes the ladder tries against a server that seats ``capacity`` students."""
+    tried, students = [], ladder.start
+    while students is not None:
+        tried.append(students)
+        outcome = slo.SATURATED if saturated_at and students >= saturated_at else (
+            slo.MEETS if students <= capacity else slo.MISSES)
+        students = ladder.next(students, outcome)
+    return tried
+
+
+def test_the_ladder_doubles_until_a_miss_then_bisects_to_the_exact_capacity():
+    assert parse_step("x2") == ("x", 2) and parse_step("+4") == ("+", 4) and grow(3, ("+", 4)) == 7
+    for bad in ("2", "x1", "+0", "*2", "x"):
+        with pytest.raises(ValueError):
+            parse_step(bad)
+    ladder = Ladder(1, parse_step("x2"), 256)
+    assert walk(ladder, capacity=13) == [1, 2, 4, 8, 16, 12, 14, 13]
+    assert conclude(ladder.verdicts) == (13, 14, slo.MISSES)
+    assert walk(Ladder(2, parse_step("+3"), 256), capacity=8) == [2, 5, 8, 11, 9]
+    coarse = Ladder(1, parse_step("x2"), 256, resolution=4)
+    assert walk(coarse, capacity=13) == [1, 2, 4, 8, 16, 12] and conclude(coarse.verdicts)[:2] == (12, 16)
+
+
+def test_the_ladder_stops_at_a_saturated_client_at_the_largest_class_and_when_nothing_meets():
+    saturated = Ladder(1, parse_step("x2"), 256)
+    assert walk(saturated, capacity=100, saturated_at=16) == [1, 2, 4, 8, 16]
+    assert conclude(saturated.verdicts) == (8, 16, slo.SATURATED)
+    top = Ladder(4, parse_step("x2"), 20)
+    assert walk(top, capacity=100) == [4, 8, 16, 20] and conclude(top.verdicts) == (20, None, "untested")
+    none = Ladder(4, parse_step("x2"), 20)
+    assert walk(none, capacity=0) == [4, 2, 1] and conclude(none.verdicts) == (0, 1, slo.MISSES)
+
+
+# -- the search against a clock -------------------------------------------------------------------------
+
+
+def test_the_search_settles_opens_its_window_waits_for_its_records_and_moves_on():
+    now = [0.0]
+    verdicts, phases = [], []
+    search = Search(SearchOptions(start=2, step="+2", max_students=4, resolution=2, settle_s=5.0, step_s=10.0,
+                                  min_requests=3),
+                    slo.parse("ttft_p95=0.5"), clock=lambda: now[0],
+                    on_enter=lambda previous, phase: phases.append(phase and phase.name),
+                    on_verdict=lambda step, figures: verdicts.append((step.students, figures["outcome"])))
+    assert search.phase.users == 2 and phases == ["settle-2"]
+    settling = search.take("classroom", "a")
+    assert (settling.phase, settling.students) == ("settle-2", 2) and search.take("agent", "a") is None
+    now[0] = 5.0
+    jobs = [search.take("classroom", user) for user in "abc"]  # the window opened at 5 s
+    assert {job.phase for job in jobs} == {"class-2"} and phases[-1] == "class-2"
+    now[0] = 15.0
+    search.poll()  # 10 s held and 3 questions: the window closes; its answers are awaited
+    assert search.phase.name == "settle-2" and search.take("classroom", "d").phase == "settle-2"
+    for job, ttft in zip(jobs, (0.1, 0.2, 0.3)):
+        search.record(row(phase=job.phase, students=2, ttft_s=ttft))
+        search.done(job)
+    assert verdicts == [(2, slo.MEETS)] and search.phase.name == "settle-4" and search.phase.users == 4
+    now[0] = 20.0
+    late = [search.take("classroom", user) for user in "abc"]
+    now[0] = 30.0
+    search.poll()
+    for job in late:
+        search.done(job)  # answers done, but only one record has come (a worker's report is late)
+    search.record(row(phase="class-4", ttft_s=0.9))
+    assert verdicts == [(2, slo.MEETS)]
+    now[0] = 30.0 + search.options.record_wait_s
+    search.poll()  # judged on what came
+    assert verdicts == [(2, slo.MEETS), (4, slo.MISSES)] and search.finished and phases[-1] is None
+    assert search.result() == (2, 4, slo.MISSES) and search.take("classroom", "a") is None
+
+
+def test_a_window_that_cannot_gather_its_questions_is_judged_after_ten_step_lengths():
+    now = [0.0]
+    search = Search(SearchOptions(start=1, max_students=1, settle_s=0.0, step_s=10.0, min_requests=50),
+                    slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
+    search.poll()
+    job = search.take("classroom", "a")
+    search.record(row(phase=job.phase, ttft_s=0.1))
+    search.done(job)
+    now[0] = 99.0
+    search.poll()
+    assert not search.finished
+    now[0] = 100.0
+    search.poll()
+    assert search.finished and search.judged[0][1]["requests"] == 1
+
+
+def run_window(search: Search, now: list, ttfts: list[float], flags: str = "") -> str:
+    """Settle, open and fill the current step's window with one question per TTFT; its phase."""
+    now[0] += search.options.settle_s
+    jobs = [search.take("classroom", f"u{i}") for i in range(len(ttfts))]
+    now[0] += search.options.step_s
+    search.poll()
+    for job, ttft in zip(jobs, ttfts):
+        search.record(row(phase=job.phase, ttft_s=ttft, flags=flags))
+        search.done(job)
+    return jobs[0].phase
+
+
+def test_a_class_refused_for_saturation_is_run_once_more_and_the_search_stops_if_refused_again():
+    now = [0.0]
+    options = SearchOptions(start=2, step="x2", max_students=4, settle_s=1.0, step_s=2.0, min_requests=2)
+    search = Search(options, slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
+    assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-2"
+    assert search.phase.name == "settle-2-2" and search.step.attempt == 2  # the same class again
+    assert run_window(search, now, [0.1, 0.1]) == "class-2-2"  # a passing stall: the search goes on
+    assert search.phase.name == "settle-4"
+    assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-4"
+    assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-4-2"
+    assert search.finished and search.result() == (2, 4, slo.SATURATED)
+    assert [(step.window, figures["outcome"]) for step, figures in search.judged] == [
+        ("class-2", slo.SATURATED), ("class-2-2", slo.MEETS), ("class-4", slo.SATURATED),
+        ("class-4-2", slo.SATURATED)]
+
+
+# -- the same verdict afterwards, from the records --------------------------------------------------------
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    as_text = [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+    return load.typed(pd.DataFrame(as_text, columns=list(COLUMNS)))
+
+
+def test_analysis_judges_each_window_as_the_search_did_and_concludes_the_same():
+    goal = slo.parse("ttft_p95=0.5")
+    rows = [row(phase="class-2", students=2, ttft_s=0.1, t_start=1.0, decode_tps=30.0) for _ in range(4)]
+    rows += [row(phase="settle-4", students=4, ttft_s=9.0, t_start=2.0)]  # never judged
+    rows += [row(phase="class-4", students=4, ttft_s=t, t_start=3.0, decode_tps=20.0) for t in (0.2, 0.4, 0.9)]
+    rows += [row(phase="class-8", students=8, ttft_s=0.1, t_start=4.0, flags="client_saturated")]
+    steps = capacity_analysis.steps(frame(rows), goal)
+    assert list(steps["students"]) == [2, 4, 8] and list(steps["step"]) == [1, 2, 3]
+    expected = slo.judge(goal, [r for r in rows if r["phase"] == "class-4"])
+    assert steps.loc[1, "ttft_p95_s"] == pytest.approx(expected["ttft_p95_s"]) and steps.loc[1, "outcome"] == slo.MISSES
+    assert list(steps["meets_slo"].fillna(-1)) == [1.0, 0.0, -1.0]
+    assert capacity_analysis.result(steps) == (2, 4, slo.MISSES)
+    long = capacity_analysis.tables(frame(rows), goal)
+    saturated = long[(long["row"] == "class-8") & (long["metric"] == "ttft_p95_s")].iloc[0]
+    assert pd.isna(saturated["median"]) and saturated["n"] == 0  # withheld, not 0
+    result = long[long["table"] == "capacity_result"].set_index("metric")["median"].to_dict()
+    assert result == {"capacity_students": 2.0, "bound_students": 4.0}
+    assert "2 students; 4 students missed it (ttft_p95 0.8" in capacity_analysis.conclusion(steps, goal)
+    assert capacity_analysis.tables(frame(rows), None).empty  # no SLO known: no verdict made up
+
+
+def test_the_conclusion_says_to_add_workers_when_the_client_was_saturated():
+    goal = slo.parse("ttft_p95=0.5")
+    rows = [row(phase="class-4", ttft_s=0.1, t_start=1.0), row(phase="class-8", ttft_s=0.1, t_start=2.0,
+                                                              flags="client_saturated")]
+    sentence = capacity_analysis.conclusion(capacity_analysis.steps(frame(rows), goal), goal)
+    assert "at least 4 students" in sentence and "Add workers" in sentence
+    again = rows + [row(phase="class-8-2", ttft_s=0.1, t_start=3.0, flags="client_saturated")]
+    steps = capacity_analysis.steps(frame(again), goal)
+    assert list(steps["phase"]) == ["class-4", "class-8", "class-8-2"] and list(steps["students"]) == [4, 8, 8]
+    assert "saturated in both of its windows" in capacity_analysis.conclusion(steps, goal)
+    retried = rows + [row(phase="class-8-2", ttft_s=0.9, t_start=3.0)]  # the class again, judged this time
+    assert capacity_analysis.result(capacity_analysis.steps(frame(retried), goal)) == (4, 8, slo.MISSES)
+    table = capacity_analysis.format_steps(capacity_analysis.steps(frame(rows), goal), goal)
+    assert "not judged: the client was saturated" in table.splitlines()[2]
+
+
+def test_capacity_options_are_checked_with_one_line_and_exit_2(tmp_path):
+    for args in (["--slo", "ttft=fast"], ["--slo", "ttft_p95=1", "--step", "*2"],
+                 ["--slo", "ttft_p95=1", "--think-time", "40-10"],
+                 ["--slo", "ttft_p95=1", "--start-students", "9", "--max-students", "4"]):
+        result = run_cli("capacity", *args, "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "x"))
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr and "error:" in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_the_capacity_chart_draws_each_setup_s_curve_its_slo_line_and_its_capacity():
+    from analysis import charts
+
+    goal = slo.parse("ttft_p95=0.5,decode_p5=15")
+    rows = [row(phase="class-2", ttft_s=0.1, t_start=1.0, decode_tps=30.0) for _ in range(4)]
+    rows += [row(phase="class-4", ttft_s=t, t_start=3.0, decode_tps=20.0) for t in (0.2, 0.4, 0.9)]
+    long = pd.concat([capacity_analysis.tables(frame(rows), goal).assign(setup=label) for label in ("a", "b")])
+    spec = charts.spec(charts.capacity_chart(long, {"a": "A", "b": "B"}, {"a": goal, "b": goal}))
+    first_token, decode = spec["hconcat"]
+    datasets = spec["datasets"]
+
+    def values(panel, field):
+        return [v[field] for layer in panel["layer"] for v in datasets[layer["data"]["name"]] if field in v]
+
+    assert sorted(set(values(first_token, "line"))) == ["TTFT p50", "TTFT p95"]
+    assert set(values(first_token, "goal")) == {"SLO A, B: ttft_p95 ≤ 0.5 s"}  # one line for the SLO both share
+    assert sorted(set(values(first_token, "label"))) == ["A: capacity 2", "B: capacity 2"]
+    assert set(values(decode, "line")) == {"decode p50", "decode_tps_p5"}  # the goal's own figure is drawn too
+    assert set(values(decode, "goal")) == {"SLO A, B: decode_p5 ≥ 15 tok/s"}
+    assert charts.capacity_chart(long[long["table"] != "capacity"], {"a": "A"}, {"a": goal}) is None
+    assert charts.png(charts.capacity_chart(long, {"a": "A"}, {"a": goal})).startswith(b"\x89PNG")

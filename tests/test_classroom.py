@@ -1,0 +1,45 @@
+"""The classroom workload without Locust: think times, arrivals, and conversations resent whole."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bench_tasks import classroom
+
+
+def test_think_time_parses_a_range_or_one_value_and_draws_inside_it():
+    assert classroom.parse_think_time("10-40") == classroom.ThinkTime(10.0, 40.0)
+    assert classroom.parse_think_time("1.5") == classroom.ThinkTime(1.5, 1.5)
+    for bad in ("", "ten", "40-10", "1-2-3"):
+        with pytest.raises(ValueError):
+            classroom.parse_think_time(bad)
+    rng, think = random.Random(1), classroom.ThinkTime(10.0, 40.0)
+    draws = [think.draw(rng) for _ in range(500)]
+    assert 10.0 <= min(draws) < 12.0 and 38.0 < max(draws) <= 40.0
+    arrivals = [think.arrival(rng) for _ in range(500)]
+    assert 0.0 <= min(arrivals) < 2.0 and 38.0 < max(arrivals) <= 40.0
+
+
+def test_a_student_arrives_then_thinks_and_resends_the_whole_conversation():
+    student = classroom.Student(classroom.ThinkTime(2.0, 2.0), seed=7, name="student 7")
+    assert not student.arrived
+    assert 0.0 <= student.pause_s() <= 2.0 and student.arrived  # the arrival delay comes first
+    assert student.pause_s() == 2.0  # then the think time
+    questions = classroom.TOPICS[7 % len(classroom.TOPICS)]
+    first = student.messages()
+    assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"] == f"I'm student 7. {questions[0]}"
+    assert (student.conversation, student.turn) == (1, 1)
+    student.answered(first, "Plants make food from light.")
+    second = student.messages()
+    assert [m["content"] for m in second[1:]] == [first[1]["content"], "Plants make food from light.", questions[1]]
+    assert student.turn == 2
+    student.messages()  # a failed answer: nothing is recorded, the same question comes again
+    assert student.messages() == second
+    for turn in range(2, len(questions) + 1):
+        student.answered(student.messages(), f"answer {turn}")
+    assert (student.conversation, student.turn) == (2, 1)  # after the topic's last question: a new one
+    assert student.messages()[1]["content"] == "I'm student 7. " + classroom.TOPICS[(7 + 1) % len(classroom.TOPICS)][0]
+
+
