@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.records import measured, succeeded
+from analysis.study import burst_rounds
 
 OVERVIEW_COLUMNS = ["phase", "requests", "errors", "ttft_median_s", "ttft_p95_s", "decode_tps_median",
                     "total_tps"]
@@ -26,7 +27,11 @@ def total_tps(group: pd.DataFrame) -> float | None:
 
 
 def overview(records: pd.DataFrame) -> pd.DataFrame:
+    """Per phase; a burst phase's total tok/s is the report's: the median over its rounds of each
+    round's tokens over the time from its release to its last answer (the pauses between rounds are
+    not the server's)."""
     rows = []
+    by_round = burst_rounds(records).groupby("phase")["total_tps"].median()
     for phase, group in measured(records).groupby("phase", sort=False):
         ok = succeeded(group)
         ttft = ok["ttft_s"].dropna()
@@ -38,7 +43,7 @@ def overview(records: pd.DataFrame) -> pd.DataFrame:
             "ttft_median_s": ttft.median() if len(ttft) else None,
             "ttft_p95_s": ttft.quantile(0.95) if len(ttft) else None,
             "decode_tps_median": decode.median() if len(decode) else None,
-            "total_tps": total_tps(group),
+            "total_tps": by_round[phase] if phase in by_round.index else total_tps(group),
         })
     return pd.DataFrame(rows, columns=OVERVIEW_COLUMNS)
 

@@ -45,6 +45,7 @@ class _Phase:
         self.first_start: float | None = None
         self.last_end = 0.0
         self.tokens = 0
+        self.rounds: dict = defaultdict(lambda: [0, 0.0])  # burst round -> [tokens, release to last end]
 
     def add(self, row: dict) -> None:
         self.requests += 1
@@ -61,6 +62,10 @@ class _Phase:
         self.last_end = max(self.last_end, end)
         self.tokens += tokens
         self.ends.append((end, tokens))
+        if row.get("release_offset_s") is not None:  # a burst: its rounds are timed from their release
+            totals = self.rounds[row.get("round")]
+            totals[0] += tokens
+            totals[1] = max(totals[1], row["release_offset_s"] + (row.get("e2e_s") or 0.0))
 
     def figures(self, now: float) -> dict:
         ttfts, decodes = sorted(self.ttfts), sorted(self.decodes)
@@ -73,5 +78,10 @@ class _Phase:
             "ttft_p95_s": quantile(ttfts, 0.95) if ttfts else None,
             "decode_tps_p50": quantile(decodes, 0.5) if decodes else None,
             "total_tps_now": recent / WINDOW_S if self.ends and self.last_end >= now - WINDOW_S else None,
-            "total_tps_phase": self.tokens / span if span > 0 else None,
+            "total_tps_phase": self._round_total_tps() if self.rounds else self.tokens / span if span > 0 else None,
         }
+
+    def _round_total_tps(self) -> float | None:
+        """A burst phase's total, as the report has it: the median over rounds of tokens / (release to last end)."""
+        rates = sorted(tokens / span for tokens, span in self.rounds.values() if span > 0)
+        return quantile(rates, 0.5) if rates else None

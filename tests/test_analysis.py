@@ -211,6 +211,13 @@ def test_study_has_the_long_columns_and_overview_still_works():
     assert list(table["phase"]) == ["burst-4"] and table.loc[0, "errors"] == 1
 
 
+def test_overview_burst_total_is_the_reports_median_over_rounds_not_over_the_phase_with_its_pauses():
+    table = overview.overview(burst_records()).set_index("phase")
+    assert table.loc["burst-4", "total_tps"] == pytest.approx((300 / 4.02 + 200 / 1.7) / 2)
+    long = study.burst_table(burst_records())
+    assert table.loc["burst-4", "total_tps"] == pytest.approx(figure(long, "burst", "burst-4", "total_tps")["median"])
+
+
 def test_overview_total_tps_without_any_token_count_is_missing_not_zero():
     records = frame({"t_send": 1.0, "e2e_s": 2.0, "ttft_s": 0.5}, {"t_send": 1.5, "e2e_s": 2.0, "ttft_s": 0.6},
                     scenario="chat", phase="chat", round=1)

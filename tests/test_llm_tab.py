@@ -41,6 +41,16 @@ def test_live_table_figures_exact_and_failures_counted_not_averaged():
     assert "warmup-chat" not in rows
 
 
+def test_live_table_burst_total_is_per_round_from_the_release_as_in_the_report():
+    table = LiveTable()
+    for rnd, start in ((1, 1000.0), (2, 1030.0)):  # two rounds 30 s apart: the pause is not the server's
+        for i, e2e in enumerate((2.0, 4.0)):
+            row = record(phase="burst-2", scenario="burst", tokens=100, start=start + i * 0.01, e2e=e2e)
+            table.add({**row, "round": rnd, "release_offset_s": i * 0.01})
+    burst = {row["phase"]: row for row in table.rows()}["burst-2"]
+    assert burst["total_tps_phase"] == pytest.approx(200 / 4.01)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
