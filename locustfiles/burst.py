@@ -24,8 +24,9 @@ class BurstUser(SuiteUser):
             record.release_offset_s = record.t_send - release_at
             record.clock_offset_s = messaging.clock.offset_s
 
-        # A distinct prefix per user: N people ask N questions, none served from another's cache.
-        messages = chat.messages(f"(user {job.index + 1}) {question}")
+        # A distinct prefix per burst size, user and round: N people ask N questions, none served from
+        # another's cache, nor from an earlier round's or burst's.
+        messages = chat.messages(question, f"{job.phase} user {job.index + 1}, round {job.round}")
         self.stream_chat(record, messages, BURST_TOKENS, ignore_eos=True, judge=judge)
 
 

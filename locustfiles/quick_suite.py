@@ -19,7 +19,7 @@ class ChatQuestionUser(SuiteUser):
 
     def run_job(self, job) -> None:
         question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        self.stream_chat(self.job_record(job), chat.messages(question), chat.MAX_TOKENS)
+        self.stream_chat(self.job_record(job), chat.messages(question, f"run {job.round}"), chat.MAX_TOKENS)
 
 
 class QuickSuite(SuiteShape):
