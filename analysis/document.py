@@ -162,7 +162,11 @@ def to_html(blocks: list[tuple], title: str) -> str:
 
 def html_table(cells: pd.DataFrame, details: pd.DataFrame | None = None, css_class: str = "") -> str:
     """A table whose headers may break after ``_``; with ``details``, each cell but the first opens
-    on a click (and shows on hover) to the same cell of ``details``."""
+    on a click (and shows on hover) to the same cell of ``details``. A table of many columns (the
+    engine's counters beside the client's) is set smaller, and any table scrolls in its own box
+    rather than widen the page."""
+    if len(cells.columns) > WIDE_COLUMNS:
+        css_class = f"{css_class} wide".strip()
     head = "".join(f"<th>{_breakable(str(c))}</th>" for c in cells.columns)
     rows = []
     for i, values in enumerate(cells.itertuples(index=False)):
@@ -174,8 +178,8 @@ def html_table(cells: pd.DataFrame, details: pd.DataFrame | None = None, css_cla
                 text = f'<details title="{more}"><summary>{text}</summary><small>{more}</small></details>'
             tds.append(f"<td>{text}</td>")
         rows.append("<tr>" + "".join(tds) + "</tr>")
-    return (f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows)
-            + "</tbody></table>")
+    return (f'<div class="table"><table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></div>")
 
 
 def _breakable(text: str) -> str:
@@ -199,7 +203,9 @@ def _inline(text: str) -> str:
     return escaped
 
 
+WIDE_COLUMNS = 12
 _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:88em}"
+          "div.table{max-width:100%;overflow-x:auto}table.wide{font-size:.75em}"
           "table{border-collapse:collapse;margin-bottom:1em;font-size:.9em}"
           "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;vertical-align:top}"
           "td:first-child,th:first-child{text-align:left}"

@@ -58,15 +58,25 @@ def synthetic_rows(setup: str, speed: float, runs: int = 2, jitter: float = 0.0)
     return rows
 
 
+# The pooled decode histograms and the speculation counters: with them the engine_metrics table has
+# every column a real engine gives it (its widest table).
+DECODE_AND_SPEC_BEFORE = {"vllm:request_generation_tokens_sum": 1000, "vllm:request_generation_tokens_count": 2,
+                          "vllm:request_decode_time_seconds_sum": 20.0,
+                          "vllm:spec_decode_num_draft_tokens_total": 30, "vllm:spec_decode_num_accepted_tokens_total": 20}
+DECODE_AND_SPEC_AFTER = {"vllm:request_generation_tokens_sum": 1300, "vllm:request_generation_tokens_count": 8,
+                         "vllm:request_decode_time_seconds_sum": 26.0,
+                         "vllm:spec_decode_num_draft_tokens_total": 90, "vllm:spec_decode_num_accepted_tokens_total": 50}
+
+
 def synthetic_run(directory: Path, setup: str, speed: float, jitter: float = 0.0) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     write_csv(synthetic_rows(setup, speed, jitter=jitter), directory / "requests.csv")
     readings = [{"phase": "chat", "when": "before", "t": 10.5,
                  "metrics": {"vllm:time_to_first_token_seconds_sum": 1.0, "vllm:time_to_first_token_seconds_count": 2,
-                             "vllm:prompt_tokens_total": 100, "vllm:generation_tokens_total": 1000}},
+                             "vllm:prompt_tokens_total": 100, "vllm:generation_tokens_total": 1000, **DECODE_AND_SPEC_BEFORE}},
                 {"phase": "chat", "when": "after", "t": 13.0,
                  "metrics": {"vllm:time_to_first_token_seconds_sum": 1.7, "vllm:time_to_first_token_seconds_count": 8,
-                             "vllm:prompt_tokens_total": 280, "vllm:generation_tokens_total": 1300}}]
+                             "vllm:prompt_tokens_total": 280, "vllm:generation_tokens_total": 1300, **DECODE_AND_SPEC_AFTER}}]
     (directory / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in readings))
     return directory
 
