@@ -71,6 +71,10 @@ class _Phase:
         ttfts, decodes = sorted(self.ttfts), sorted(self.decodes)
         recent = sum(tokens for end, tokens in self.ends if end >= now - WINDOW_S)
         span = self.last_end - self.first_start if self.first_start is not None else 0.0
+        if self.rounds:  # a burst: as the report has it
+            phase_total = self._round_total_tps()
+        else:
+            phase_total = self.tokens / span if span > 0 else None
         return {
             "requests": self.requests,
             "errors": self.errors,
@@ -78,10 +82,10 @@ class _Phase:
             "ttft_p95_s": quantile(ttfts, 0.95) if ttfts else None,
             "decode_tps_p50": quantile(decodes, 0.5) if decodes else None,
             "total_tps_now": recent / WINDOW_S if self.ends and self.last_end >= now - WINDOW_S else None,
-            "total_tps_phase": self._round_total_tps() if self.rounds else self.tokens / span if span > 0 else None,
+            "total_tps_phase": phase_total,
         }
 
     def _round_total_tps(self) -> float | None:
-        """A burst phase's total, as the report has it: the median over rounds of tokens / (release to last end)."""
+        """The median over rounds of each round's tokens / (its release to its last end)."""
         rates = sorted(tokens / span for tokens, span in self.rounds.values() if span > 0)
         return quantile(rates, 0.5) if rates else None
