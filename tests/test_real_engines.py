@@ -242,6 +242,10 @@ def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngra
           f"{row['engine_spec_acceptance_share']:.0%} of {row['engine_spec_draft_tokens']:.0f} drafted")
     assert row["engine_requests"] == row["client_requests"] and row["engine_spec_draft_tokens"] > 0
     # Pooled over about a second of decoding (a tiny model, 97% of drafts accepted): a few ms of delay
-    # in vLLM's API server before it streams a first chunk show here. Measured alone: +0.07%, +0.2%;
-    # with another engineer's benchmark on the second core: +7%.
-    assert abs(row["decode_diff_pct"]) <= 2.0
+    # in vLLM's API server before it streams a first chunk show here, as llama.cpp's HTTP thread did on
+    # two compute threads (README, Engines): vLLM's engine core, its API server and the client share two
+    # cores. Measured alone: +0.07%, +0.2%, -0.22%; in CI on 2026-12-04 +10.6%, earlier +7% with other
+    # work on the machine. So this bound catches gross miscounting only (events counted as tokens: -75%);
+    # the exact multi-token arithmetic is held to the sim's truth (test_accuracy_sim) and checked per
+    # request above (test_vllm_speculative_decoding_multi_token_events).
+    assert abs(row["decode_diff_pct"]) <= 15.0
