@@ -9,8 +9,21 @@ Use:
     handle = simengine.start_process(simengine.SimConfig(truth_log="truth.jsonl", slots=4))
     handle.url, handle.port; handle.stop()      # own process; port 0 (the default here) = any free port
 
-Endpoints: GET /health, /v1/models, /metrics (vLLM names); POST /v1/chat/completions,
-/v1/completions (stream or not), /tokenize (llama.cpp `content` or vLLM `prompt`/`messages`).
+Endpoints: GET /health, /v1/models, /metrics (vLLM names; gauges vllm:num_requests_running,
+vllm:num_requests_waiting, vllm:kv_cache_usage_perc = tokens held by admitted requests / kv_tokens);
+POST /v1/chat/completions, /v1/completions (stream or not), /tokenize (llama.cpp `content` or vLLM
+`prompt`/`messages`).
+
+Prefill (`prefill_mode`): concurrent (the default) reads each admitted prompt on its own at
+prefill_tps while the others decode undisturbed; batched reads prompts as llama.cpp's server loop
+and vLLM's chunked prefill do (simengine.batching): in chunks of up to n_batch tokens less one per
+decoding stream, c / prefill_tps seconds each with every decoding stream paused, one decode step
+between chunks; a prompt's first token comes when its last chunk ends.
+
+Thinking (`reasoning_tokens` > 0): each chat answer streams that many tokens as
+`delta.reasoning_content` first, then the answer; usage has `completion_tokens_details:
+{"reasoning_tokens": N}`; a request with `chat_template_kwargs: {"enable_thinking": false}` gets no
+reasoning (the sim profile's thinking_off).
 
 A request for a model it does not serve (neither `model` nor `fault/KIND`) gets HTTP 404, as vLLM
 answers it; a request without a model is served.
@@ -33,7 +46,16 @@ prompt_tokens, cached_tokens, completion_tokens (every token generated), first_e
 closing_tokens (generated after the last content event, without text: the end-of-sequence token of an
 answer that ended by itself, or a stop string), tokens_per_event, draft_n, draft_n_accepted
 (llama.cpp-style drafting), ttft_s = t_first_token - t_arrival, decode_tps = (completion_tokens -
-first_event_tokens) / (t_last_token - t_first_token), finish_reason, wall_time.
+first_event_tokens) / (t_last_token - t_first_token), reasoning_tokens (0 when not thinking),
+t_first_answer_token (the first content or tool-call event after the reasoning; t_first_token when
+there was none; null when the reasoning used up max_tokens), ttfo_s = t_first_answer_token -
+t_arrival, prompt_chunks (batched mode: the chunks its prompt was read in; else 0), finish_reason,
+wall_time, and its pauses (batched mode): every gap between two consecutive token events of the
+request (from its first token to its last, the finish chunk of a closing token included) that a
+prompt chunk lengthened, as `pauses`: [{t_start (the last event written before it), t_end (the
+first event after it), frozen_s (how long the decode clock stood still inside it), cause_request_id
+(the request whose prompt tokens filled most of that frozen time)}], the first 1000 kept, and
+n_pauses counting them all. With one token per event a pause's gap is one decode step and one chunk.
 
 How answers end (see simengine.answer): by themselves with an end-of-sequence token, by a `stop`
 string (counted, not sent; text that may begin one held back), or at `max_tokens` / `ignore_eos`.

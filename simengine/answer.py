@@ -9,6 +9,9 @@
 - Otherwise words from a fixed list, seeded by the prompt hash; the natural length lies in
   [answer_tokens_min, answer_tokens_max]. `max_tokens` caps every answer ("length");
   `ignore_eos` makes a text answer exactly `max_tokens` long.
+- Thinking (`reasoning_tokens` > 0): that many tokens of reasoning come first, one event per
+  `tokens_per_event` tokens, then the answer above, unchanged. `max_tokens` counts the reasoning
+  too (as vLLM): what it leaves is the answer's budget; none left, the answer is all reasoning.
 
 How an answer ends, as llama.cpp and vLLM end it (measured on both here):
 - By itself ("stop", "tool_calls"): with an end-of-sequence token, counted in `completion_tokens`
@@ -22,6 +25,7 @@ How an answer ends, as llama.cpp and vLLM end it (measured on both here):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -51,6 +55,9 @@ class Answer:
     tool_name: str | None = None
     tool_call_id: str | None = None
     closing_tokens: int = 0  # generated after the last content event, without text (end-of-sequence, a stop string)
+    reasoning_events: int = 0  # the first events are reasoning (delta.reasoning_content)
+    reasoning_tokens: int = 0
+    reasoning_text: str = ""
 
 
 @dataclass
@@ -64,9 +71,27 @@ class Question:
     max_tokens: int
     ignore_eos: bool
     stop: tuple[str, ...] = ()
+    reasoning_tokens: int = 0
 
 
 def plan_answer(question: Question, tokens_per_event: int, length_range: tuple[int, int]) -> Answer:
+    if not question.reasoning_tokens:
+        return _plan_reply(question, tokens_per_event, length_range)
+    thinking = min(question.reasoning_tokens, question.max_tokens)
+    seed = zlib.crc32(question.prompt_text.encode("utf-8", "surrogatepass"))
+    pieces = _word_pieces(random.Random(seed ^ 0x5EED), thinking, after=0)
+    reasoning = _group([(piece, 1) for piece in pieces], tokens_per_event)
+    budget = question.max_tokens - thinking
+    if budget:
+        reply = _plan_reply(dataclasses.replace(question, max_tokens=budget), tokens_per_event, length_range)
+    else:
+        reply = Answer([], "length", 0, "")
+    return dataclasses.replace(reply, events=reasoning + reply.events,
+                               completion_tokens=thinking + reply.completion_tokens, reasoning_events=len(reasoning),
+                               reasoning_tokens=thinking, reasoning_text="".join(pieces))
+
+
+def _plan_reply(question: Question, tokens_per_event: int, length_range: tuple[int, int]) -> Answer:
     seed = zlib.crc32(question.prompt_text.encode("utf-8", "surrogatepass"))
     rng = random.Random(seed)
     if question.tools and question.last_role == "user":

@@ -16,13 +16,20 @@ STREAM_FAULTS = ("drop", "malformed", "error_event", "stall", "no_done", "no_usa
 RESPONSE_FAULTS = ("http500", "http429", "non_sse")
 FAULT_KINDS = STREAM_FAULTS + RESPONSE_FAULTS
 FAULT_MODEL_PREFIX = "fault/"  # asking for model fault/KIND injects KIND, like the X-Sim-Fault header
+PREFILL_MODES = ("concurrent", "batched")
 
 HELP = {
     "host": "address to bind (keep 127.0.0.1)",
     "port": "TCP port; 0 picks a free one and reports it on the ready line",
     "model": "model id served by /v1/models",
     "slots": "requests served at once; the rest wait FIFO",
-    "prefill_tps": "prompt tokens per second per slot (slots prefill concurrently)",
+    "prefill_tps": "prompt tokens per second: per slot in prefill mode concurrent, the engine's in batched",
+    "prefill_mode": "concurrent: each slot reads its prompt on its own, decoding never waits; batched: one "
+                    "compute loop as llama.cpp's and vLLM's chunked prefill, prompts read in chunks of up to "
+                    "n_batch tokens (less one per decoding stream) with every decoding stream paused, each "
+                    "chunk followed by one decode step",
+    "n_batch": "tokens per batch in prefill mode batched (llama.cpp's --batch-size, vLLM's "
+               "max_num_batched_tokens): one per decoding stream, the rest prompt tokens",
     "decode_tps": "tokens per second of one request decoding alone",
     "decode_slowdown": "per-request rate = decode_tps / (1 + decode_slowdown * (decoding - 1))",
     "tokens_per_event": "tokens per content event (>1 imitates vLLM's speculative decoding)",
@@ -41,6 +48,10 @@ HELP = {
     "answer_tokens_min": "shortest natural answer in tokens",
     "answer_tokens_max": "longest natural answer in tokens",
     "stall_s": "seconds the stall fault stays silent before closing",
+    "reasoning_tokens": "a thinking model: reasoning tokens (delta.reasoning_content) before each chat answer "
+                        "(0: off); a request with chat_template_kwargs enable_thinking false gets none",
+    "kv_tokens": "KV cache capacity in tokens, for vllm:kv_cache_usage_perc (tokens held by admitted requests "
+                 "over this; admission ignores it)",
 }
 
 
@@ -51,6 +62,8 @@ class SimConfig:
     model: str = "sim-model"
     slots: int = 4
     prefill_tps: float = 40000.0
+    prefill_mode: str = "concurrent"
+    n_batch: int = 2048  # llama.cpp's default --batch-size
     decode_tps: float = 120.0
     decode_slowdown: float = 0.08
     tokens_per_event: int = 1
@@ -68,6 +81,8 @@ class SimConfig:
     answer_tokens_min: int = 40
     answer_tokens_max: int = 160
     stall_s: float = 30.0
+    reasoning_tokens: int = 0
+    kv_tokens: int = 262144
 
     def __post_init__(self) -> None:
         if not isinstance(self.fault_kinds, str):  # accept a list too
@@ -80,6 +95,10 @@ class SimConfig:
             raise ValueError("draft_tokens must be >= 0 and draft_acceptance in [0, 1]")
         if self.draft_tokens and self.tokens_per_event != 1:
             raise ValueError("draft_tokens (llama.cpp-style, one event per token) needs tokens_per_event 1")
+        if self.prefill_mode not in PREFILL_MODES:
+            raise ValueError(f"prefill_mode must be one of {', '.join(PREFILL_MODES)}")
+        if self.n_batch < 1 or self.kv_tokens < 1 or self.reasoning_tokens < 0:
+            raise ValueError("n_batch and kv_tokens must be at least 1, reasoning_tokens at least 0")
         if not 1 <= self.answer_tokens_min <= self.answer_tokens_max:
             raise ValueError("need 1 <= answer_tokens_min <= answer_tokens_max")
         unknown = set(self.fault_kind_list()) - set(FAULT_KINDS)
@@ -111,5 +130,7 @@ def build_parser(default_port: int = 8000, prog: str = "python -m simengine") ->
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[spec.name])
         else:
             kind = type(default) if default is not None else str
-            parser.add_argument(flag, type=kind, default=default, help=f"{HELP[spec.name]} (default {default})")
+            choices = PREFILL_MODES if spec.name == "prefill_mode" else None
+            parser.add_argument(flag, type=kind, default=default, choices=choices,
+                                help=f"{HELP[spec.name]} (default {default})")
     return parser

@@ -9,6 +9,13 @@ with llama.cpp-style drafting, a step sends its accepted draft tokens and its ow
 events written back to back, at the cost of one token. An answer that ends by itself, or by a stop
 string the client never sees, ends with a step that has no event: its tokens are counted and the
 finish chunk is written when they are generated (`t_last_token`).
+
+A thinking answer (`reasoning_tokens`) sends its reasoning first (`delta.reasoning_content`), then
+the answer; `t_first_answer_token` is the first answer event's write.
+
+Pauses: in batched prefill mode, when a prompt chunk froze the decode clock between two events of a
+decoding stream, the gap is kept (`pauses`): its two events' writes, the seconds frozen inside it
+and the request whose prompt the chunks read most. One integer comparison per event finds them.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from simengine.connection import Connection
 from simengine.sse import ChunkEncoder
 
 FAULT_AFTER_EVENTS = 3  # mid-stream faults strike after this many content events (or the last one)
+PAUSES_KEPT = 1000  # per request; n_pauses counts them all
 QUEUED, PREFILL, DECODING, STALLED, DONE = "queued", "prefill", "decoding", "stalled", "done"
 
 
@@ -42,14 +50,20 @@ class Generation:
         self.block_hashes = block_hashes
         self.stall_s = stall_s
         self.fault_at = min(FAULT_AFTER_EVENTS, len(answer.events)) - 1
+        self.reasoning_events = answer.reasoning_events  # the first events are reasoning
         config = engine.config
         self.steps, self.draft_n, self.draft_accepted = plan_steps(
             answer, config.draft_tokens, config.draft_acceptance, random.Random(request_id))
         self.state = QUEUED
         self.t_arrival = t_arrival
         self.t_admitted = self.t_first_byte = self.t_first_token = self.t_last_token = None
-        self.t_last_content = None
+        self.t_last_content = self.t_first_answer_token = None
         self.cached_tokens = 0
+        self.prompt_left = 0  # prompt tokens not yet read (batched mode)
+        self.prompt_chunks = 0  # chunks its prompt was read in (batched mode)
+        self.chunks_seen = 0  # the engine's chunks_done at this stream's last event
+        self.pauses: list[dict] = []
+        self.n_pauses = 0
         self.next_step = 0
         self.n_events = 0
         self.completion_tokens = 0
@@ -70,11 +84,9 @@ class Generation:
             self.t_first_byte = self.connection.start_stream(200, "text/event-stream", headers,
                                                              self.encoder.role(usage))
             self._ping()
-        config = engine.config
-        prefill_s = config.base_latency_s + (self.prompt_tokens - self.cached_tokens) / config.prefill_tps
-        engine.scheduler.call_at(self.t_admitted + prefill_s, Generation._on_prefilled, self)
+        engine.start_prefill(self)
 
-    def _on_prefilled(self, _due: float) -> None:
+    def on_prefilled(self, _due: float) -> None:
         if self.state != PREFILL:
             return
         self.engine.on_prefilled(self)
@@ -92,17 +104,23 @@ class Generation:
     def _emit(self) -> None:
         """Write this step's events (none for the closing step), then schedule the next step."""
         events, _cost = self.steps[self.next_step]
+        engine = self.engine
         for index in events:
             text, tokens = self.answer.events[index]
             self.completion_tokens += tokens
             t = self._write_event(index, text)
-            if index == 0:
-                self.t_first_token = t
-                self.first_event_tokens = tokens
-                self.engine.metrics.ttft.observe(t - self.t_arrival)
+            if engine.chunks_done != self.chunks_seen:
+                self._note_chunks(t)
+            if index <= self.reasoning_events:
+                if index == 0:
+                    self.t_first_token = t
+                    self.first_event_tokens = tokens
+                    engine.metrics.ttft.observe(t - self.t_arrival)
+                if index == self.reasoning_events:
+                    self.t_first_answer_token = t
             self.t_last_token = self.t_last_content = t
             self.n_events += 1
-            self.engine.metrics.generation_tokens += tokens
+            engine.metrics.generation_tokens += tokens
             if index == self.fault_at and self._strike_fault():
                 return
         self.next_step += 1
@@ -115,15 +133,30 @@ class Generation:
         if not self.stream:
             return perf_counter()
         usage = self.usage() if self.continuous_usage else None
-        if self.answer.tool_name is None:
+        if self.answer.tool_name is None and index >= self.reasoning_events:
             payload = self.encoder.content(text, usage)
-        elif index == 0:
+        elif index < self.reasoning_events:
+            payload = self.encoder.reasoning(text, usage)
+        elif index == self.reasoning_events:
             payload = self.encoder.tool_header(self.answer.tool_call_id, self.answer.tool_name, usage)
         else:
             payload = self.encoder.tool_arguments(text, usage)
         t = self.connection.send_chunk(payload)
         self._ping()
         return t
+
+    def _note_chunks(self, t: float) -> None:
+        """Prompt chunks were read since this stream's last event: the gap up to t is a pause (not
+        before the first token: those chunks are its own prompt's, or its wait)."""
+        engine = self.engine
+        if self.t_last_token is not None:
+            frozen_s, cause = engine.compute.frozen_between(self.chunks_seen, self.t_last_token, t)
+            if frozen_s > 0.0:
+                self.n_pauses += 1
+                if len(self.pauses) < PAUSES_KEPT:
+                    self.pauses.append({"t_start": self.t_last_token, "t_end": t, "frozen_s": frozen_s,
+                                        "cause_request_id": cause})
+        self.chunks_seen = engine.chunks_done
 
     def _ping(self) -> None:
         if self.fault == "keepalive":
@@ -163,7 +196,10 @@ class Generation:
         if closing:  # generated now, without text: the finish chunk is their only trace
             self.completion_tokens += closing
             self.engine.metrics.generation_tokens += closing
-            self.t_last_token = perf_counter()
+            t = perf_counter()
+            if self.engine.chunks_done != self.chunks_seen:
+                self._note_chunks(t)
+            self.t_last_token = t
         if not self.stream:
             body = self._body(reason)
             self.t_first_byte = perf_counter()  # just before the write: the log line must precede it
@@ -187,6 +223,8 @@ class Generation:
         answer = self.answer
         if self.encoder.chat:
             message = {"role": "assistant", "content": answer.text if answer.tool_name is None else None}
+            if answer.reasoning_tokens:
+                message["reasoning_content"] = answer.reasoning_text
             if answer.tool_name is not None:
                 message["tool_calls"] = [{"id": answer.tool_call_id, "type": "function",
                                           "function": {"name": answer.tool_name, "arguments": answer.text}}]
@@ -220,9 +258,15 @@ class Generation:
 
     # -- figures --
     def usage(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                 "total_tokens": self.prompt_tokens + self.completion_tokens,
+                 "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+        if self.answer.reasoning_tokens:  # a thinking answer, as vLLM and OpenAI count it
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens()}
+        return usage
+
+    def reasoning_tokens(self) -> int:
+        return min(self.completion_tokens, self.answer.reasoning_tokens)  # the reasoning comes first
 
     def timings(self) -> dict:
         """llama.cpp's `timings`, with its definitions (tools/server/server-context.cpp, measured on
@@ -260,6 +304,10 @@ class Generation:
             "draft_n": self.draft_n, "draft_n_accepted": self.draft_accepted,
             "ttft_s": self.t_first_token - self.t_arrival if self.t_first_token is not None else None,
             "decode_tps": after_first / decode_s if decode_s > 0 and after_first > 0 else None,
+            "reasoning_tokens": self.reasoning_tokens(), "t_first_answer_token": self.t_first_answer_token,
+            "ttfo_s": (self.t_first_answer_token - self.t_arrival if self.t_first_answer_token is not None
+                       else None),
+            "prompt_chunks": self.prompt_chunks, "pauses": self.pauses, "n_pauses": self.n_pauses,
             "finish_reason": self.finish_reason, "wall_time": time.time(),
         }
 

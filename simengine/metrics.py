@@ -1,5 +1,8 @@
 """Engine-side counters exposed at /metrics in Prometheus text with vLLM's names.
 
+Its gauges, read at each scrape (a sum over the admitted requests at most): requests running and
+waiting, and the KV cache in use (simengine.engine says what it counts).
+
 Plus one of the sim's own, `simengine:event_lateness_seconds`: how late the scheduler wrote each
 event against its due time. It says whether the sim kept up (its truth stays true either way).
 """
@@ -65,7 +68,7 @@ class EngineMetrics:
             self.spec_draft_tokens += generation.draft_n
             self.spec_accepted_tokens += generation.draft_accepted
 
-    def render(self, running: int, waiting: int, lateness: Histogram) -> str:
+    def render(self, running: int, waiting: int, kv_cache_usage: float, lateness: Histogram) -> str:
         labels = self.labels
         lines = self.ttft.render("vllm:time_to_first_token_seconds", labels,
                                  "Histogram of time to first token in seconds.")
@@ -87,6 +90,7 @@ class EngineMetrics:
         for name, value, help_text in (
             ("num_requests_running", running, "Number of requests in model execution batches."),
             ("num_requests_waiting", waiting, "Number of requests waiting to be processed."),
+            ("kv_cache_usage_perc", kv_cache_usage, "KV-cache usage. 1 means 100 percent usage."),
         ):
             lines += [f"# HELP vllm:{name} {help_text}", f"# TYPE vllm:{name} gauge",
                       f"vllm:{name}{{{labels}}} {float(value)}"]

@@ -69,7 +69,9 @@ class Router:
         connection.send_json(200, {"object": "list", "data": data})
 
     def metrics(self, connection: Connection, _request: HttpRequest) -> None:
-        text = self.engine.metrics.render(self.engine.running, len(self.engine.queue), self.engine.scheduler.lateness)
+        engine = self.engine
+        text = engine.metrics.render(engine.running, len(engine.queue), engine.kv_cache_usage(),
+                                     engine.scheduler.lateness)
         connection.send_body(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     def tokenize(self, connection: Connection, request: HttpRequest) -> None:
@@ -94,7 +96,7 @@ class Router:
         users = [m for m in messages if m.get("role") == "user"]
         last_user_text = message_text(users[-1].get("content")) if users else ""
         self._complete(connection, request, body, render_chat(messages, tools), last_user_text,
-                       messages[-1].get("role", "user"), tools, chat=True)
+                       messages[-1].get("role", "user"), tools, chat=True, thinking=thinks(body))
 
     def completions(self, connection: Connection, request: HttpRequest) -> None:
         body = read_json(request)
@@ -104,7 +106,7 @@ class Router:
         self._complete(connection, request, body, text, text, "user", None, chat=False)
 
     def _complete(self, connection: Connection, request: HttpRequest, body: dict, text: str, last_user_text: str,
-                  last_role: str, tools: list | None, chat: bool) -> None:
+                  last_role: str, tools: list | None, chat: bool, thinking: bool = False) -> None:
         config = self.config
         self.counter += 1
         request_id = f"{'chatcmpl' if chat else 'cmpl'}-sim{self.id_prefix}{self.counter:07d}"
@@ -128,7 +130,8 @@ class Router:
             self._respond_fault(connection, request, request_id, fault)
             return
         question = Question(text, last_user_text, last_role, tools, max_tokens or config.ctx_len - len(tokens),
-                            bool(body.get("ignore_eos")), stop_strings(body.get("stop")))
+                            bool(body.get("ignore_eos")), stop_strings(body.get("stop")),
+                            config.reasoning_tokens if thinking else 0)
         answer = plan_answer(question, config.tokens_per_event, (config.answer_tokens_min, config.answer_tokens_max))
         stream_options = body.get("stream_options") or {}
         encoder = ChunkEncoder(request_id, config.model, int(time.time()), chat, crlf=fault == "crlf")
@@ -176,6 +179,13 @@ class Router:
         connection.send_json(status, body, {"x-request-id": request_id, **(headers or {})})
 
 
+def thinks(body: dict) -> bool:
+    """Thinking is on unless the request switches it off as vLLM's Qwen3 template reads it
+    (`chat_template_kwargs: {"enable_thinking": false}`; the sim profile's thinking_off)."""
+    kwargs = body.get("chat_template_kwargs")
+    return not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
+
+
 def read_json(request: HttpRequest) -> dict:
     try:
         body = json.loads(request.body or b"{}")
@@ -212,5 +222,6 @@ def rejected_truth(request_id: str, fault: str | None, status: int, t_arrival: f
     return {"request_id": request_id, "fault": fault, "status": status, "t_arrival": t_arrival, "t_admitted": None,
             "t_first_byte": t_response, "t_first_token": None, "t_last_token": None, "n_events": 0,
             "prompt_tokens": None, "cached_tokens": None, "completion_tokens": 0, "first_event_tokens": 0,
-            "tokens_per_event": None, "ttft_s": None, "decode_tps": None, "finish_reason": None,
-            "wall_time": time.time()}
+            "tokens_per_event": None, "ttft_s": None, "decode_tps": None, "reasoning_tokens": 0,
+            "t_first_answer_token": None, "ttfo_s": None, "prompt_chunks": 0, "pauses": [], "n_pauses": 0,
+            "finish_reason": None, "wall_time": time.time()}

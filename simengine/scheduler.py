@@ -10,6 +10,8 @@ the earliest due time of either:
   at once), so dV/dt is that rate, and a stream's next event is due when V reaches its threshold.
   When the number of decoding requests changes only the clock's anchor and rate change: no heap
   entry is touched, and every in-flight token interval stretches or shrinks from that moment on.
+  While a batched prefill reads a prompt chunk the clock is frozen (`freeze`, `thaw`): V stands
+  still, so every decoding stream's next event moves later by the chunk's time.
 
 Times are perf_counter seconds (CLOCK_MONOTONIC on Linux, same as the loop's clock and the client's).
 """
@@ -39,6 +41,8 @@ class Scheduler:
         self.v_anchor = 0.0
         self.t_anchor = perf_counter()
         self.rate_tps = 0.0
+        self.frozen = False
+        self._speed = 0.0  # dV/dt: rate_tps, or 0 while frozen
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._running = False
@@ -46,14 +50,34 @@ class Scheduler:
 
     # -- the decode clock --
     def v_at(self, t: float) -> float:
-        return self.v_anchor + self.rate_tps * (t - self.t_anchor)
+        return self.v_anchor + self._speed * (t - self.t_anchor)
+
+    def t_at(self, v: float) -> float:
+        """When the running clock reaches v."""
+        return self.t_anchor + (v - self.v_anchor) / self._speed
 
     def set_rate(self, rate_tps: float, now: float) -> None:
         self.v_anchor = self.v_at(now)
         self.t_anchor = now
         self.rate_tps = rate_tps
+        if not self.frozen:
+            self._speed = rate_tps
         if rate_tps == 0.0:
             self._decode.clear()  # nobody decodes: whatever is left belongs to abandoned streams
+        self._arm()
+
+    def freeze(self, v: float, t: float) -> None:
+        """Stop the clock at v, which it reached at t (the ideal time, not a late wakeup)."""
+        self.v_anchor = v
+        self.t_anchor = t
+        self.frozen = True
+        self._speed = 0.0
+        self._arm()
+
+    def thaw(self, t: float) -> None:
+        self.t_anchor = t
+        self.frozen = False
+        self._speed = self.rate_tps
         self._arm()
 
     # -- scheduling --
@@ -70,8 +94,11 @@ class Scheduler:
 
     def _next_due(self) -> float:
         due = self._wall[0][0] if self._wall else math.inf
-        if self._decode and self.rate_tps > 0.0:
-            due = min(due, self.t_anchor + (self._decode[0][0] - self.v_anchor) / self.rate_tps)
+        if self._decode:
+            if self._speed > 0.0:
+                due = min(due, self.t_at(self._decode[0][0]))
+            elif self._decode[0][0] <= self.v_anchor:  # due before the clock froze
+                due = min(due, self.t_anchor)
         return due
 
     def _arm(self) -> None:
@@ -109,9 +136,10 @@ class Scheduler:
             self._fire(callback, arg, due, due)
             fired = True
         decode = self._decode
-        while decode and self.rate_tps > 0.0 and decode[0][0] <= self.v_at(horizon):
+        # Frozen, v_at is the frozen V: what fell due before the freeze still fires, nothing after.
+        while decode and decode[0][0] <= self.v_at(horizon):
             v, _seq, callback, arg = heapq.heappop(decode)
-            self._fire(callback, arg, v, self.t_anchor + (v - self.v_anchor) / self.rate_tps)
+            self._fire(callback, arg, v, self.t_at(v) if self._speed > 0.0 else self.t_anchor)
             fired = True
         return fired
 

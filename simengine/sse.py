@@ -19,6 +19,8 @@ class ChunkEncoder:
         head = json.dumps(self.base)[:-1]
         if chat:
             self._prefix = (b'data: ' + head.encode() + b', "choices": [{"index": 0, "delta": {"content": ')
+            self._reasoning_prefix = (b'data: ' + head.encode()
+                                      + b', "choices": [{"index": 0, "delta": {"reasoning_content": ')
             self._suffix = b'}, "logprobs": null, "finish_reason": null}]}' + self.end
         else:
             self._prefix = b'data: ' + head.encode() + b', "choices": [{"index": 0, "text": '
@@ -49,6 +51,12 @@ class ChunkEncoder:
         if usage is None:
             return self._prefix + encode_basestring_ascii(text).encode() + self._suffix
         return self.chunk({"content": text}, usage=usage)
+
+    def reasoning(self, text: str, usage: dict | None) -> bytes:
+        """A thinking model's reasoning, as vLLM's reasoning parsers and llama.cpp stream it."""
+        if usage is None:
+            return self._reasoning_prefix + encode_basestring_ascii(text).encode() + self._suffix
+        return self.chunk({"reasoning_content": text}, usage=usage)
 
     def tool_header(self, call_id: str, name: str, usage: dict | None) -> bytes:
         call = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}

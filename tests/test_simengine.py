@@ -7,13 +7,16 @@ tool calls, faults, the truth log. No assertion is about speed.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import http.client
 import json
+import math
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +27,7 @@ import pytest
 import simengine
 from simengine.engine import Engine
 from simengine.scheduler import Scheduler
-from simengine.tokenizer import tokenize
+from simengine.tokenizer import render_chat, tokenize
 from simengine.truth_log import TruthLog
 
 pytestmark = pytest.mark.timeout(60)
@@ -495,3 +498,201 @@ def test_decode_rate_follows_the_slowdown_formula():
         assert engine.decode_rate_tps() == 0.0
     finally:
         loop.close()
+
+
+# -- batched prefill: a long prompt pauses the other streams, and the truth log says so --
+PASTE = dict(prefill_mode="batched", n_batch=256, prefill_tps=2000.0, decode_tps=50.0, decode_slowdown=0.0,
+             slots=3)
+PAUSE_FLOOR_S = 0.08  # a chunk here is 255 / 2000 s = 127.5 ms, a decode step 20 ms
+
+
+def stamped_stream(url: str, content: str, seen: dict, started: threading.Event | None = None, **extra) -> None:
+    """Stream a chat answer, stamping each content event as it is read (perf_counter)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": content}], "stream": True, **extra}
+    connection.request("POST", "/v1/chat/completions", json.dumps(body), {"content-type": "application/json"})
+    response = connection.getresponse()
+    seen["id"], seen["times"] = response.getheader("x-request-id"), []
+    while line := response.readline():
+        if line.startswith(b"data: {") and b'"content": "' in line and b'"content": ""' not in line:
+            seen["times"].append(time.perf_counter())
+            if started is not None and len(seen["times"]) == 5:
+                started.set()
+    connection.close()
+
+
+def paste_while_chatting(url: str, paste_words: int) -> tuple[dict, dict]:
+    """A chat answer of 60 tokens streams; after its 5th event, a long prompt arrives."""
+    chat_seen, paste_seen, started = {}, {}, threading.Event()
+    chat_thread = threading.Thread(target=stamped_stream, args=(url, "Tell me about rivers.", chat_seen, started),
+                                   kwargs={"max_tokens": 60, "ignore_eos": True})
+    chat_thread.start()
+    assert started.wait(10)
+    stamped_stream(url, "word " * paste_words, paste_seen, max_tokens=5)
+    chat_thread.join(30)
+    return chat_seen, paste_seen
+
+
+def test_batched_prefill_pauses_a_decoding_stream_once_per_chunk(own_sim):
+    """llama.cpp's loop: a chunk of n_batch tokens (one of them the decoding stream's) read with the
+    decode clock frozen, then one decode step, then the next chunk. The stream sees one long gap per
+    chunk; the truth log lists each, its frozen time and the paste as its cause."""
+    handle = own_sim(**PASTE)
+    chat_seen, paste_seen = paste_while_chatting(handle.url, 1180)
+    rows = truth_rows(handle)
+    chat_row, paste_row = rows[chat_seen["id"]], rows[paste_seen["id"]]
+    to_read = paste_row["prompt_tokens"] - paste_row["cached_tokens"]
+    chunk_tokens = PASTE["n_batch"] - 1  # the batch also holds the decoding stream's token
+    chunks = -(-to_read // chunk_tokens)
+    assert chunks == 5 and paste_row["prompt_chunks"] == chunks
+    pauses = chat_row["pauses"]
+    assert chat_row["n_pauses"] == len(pauses) == chunks
+    assert {p["cause_request_id"] for p in pauses} == {paste_seen["id"]}
+    chunk_s = [n / PASTE["prefill_tps"] for n in [chunk_tokens] * (chunks - 1) + [to_read - (chunks - 1) * chunk_tokens]]
+    # Frozen inside the gap: the whole chunk, unless the event before it was written late into it.
+    # The tolerances (half a decode step) absorb the sim's write lateness on a busy machine.
+    assert [p["frozen_s"] for p in pauses] == pytest.approx(chunk_s, abs=0.01)
+    step_s = 1 / PASTE["decode_tps"]
+    for earlier, later in zip(pauses, pauses[1:]):  # one decode step between chunks: one event
+        assert later["t_start"] == earlier["t_end"]
+    for pause in pauses:  # whatever the stream's phase in the step: one step and one chunk
+        assert pause["t_end"] - pause["t_start"] == pytest.approx(pause["frozen_s"] + step_s, abs=0.01)
+    # What the client saw: the same gaps, at the truth's events.
+    times = chat_seen["times"]
+    gaps = [(a, b - a) for a, b in zip(times, times[1:]) if b - a > PAUSE_FLOOR_S]
+    assert len(gaps) == chunks
+    for (start, gap_s), pause in zip(gaps, pauses):
+        assert gap_s == pytest.approx(pause["t_end"] - pause["t_start"], abs=0.01)
+        assert start == pytest.approx(pause["t_start"], abs=0.01)
+    # The paste's own first token waited for its chunks and the decode steps between them.
+    prefill_s = to_read / PASTE["prefill_tps"] + (chunks - 1) * step_s
+    assert paste_row["t_first_token"] - paste_row["t_admitted"] >= prefill_s - 1e-3
+    assert paste_row["t_first_token"] - paste_row["t_admitted"] == pytest.approx(prefill_s, abs=0.02)
+    assert paste_row["pauses"] == [] and paste_row["ttft_s"] >= prefill_s
+
+
+def test_concurrent_prefill_never_pauses_decoding(own_sim):
+    handle = own_sim(**{**PASTE, "prefill_mode": "concurrent"})
+    chat_seen, paste_seen = paste_while_chatting(handle.url, 1180)
+    rows = truth_rows(handle)
+    chat_row, paste_row = rows[chat_seen["id"]], rows[paste_seen["id"]]
+    assert chat_row["pauses"] == [] and chat_row["n_pauses"] == 0 and paste_row["prompt_chunks"] == 0
+    assert paste_row["t_first_token"] - paste_row["t_admitted"] == pytest.approx(
+        paste_row["prompt_tokens"] / PASTE["prefill_tps"], abs=0.02)
+    times = chat_seen["times"]
+    assert len(times) == 60 and max(b - a for a, b in zip(times, times[1:])) < PAUSE_FLOOR_S
+
+
+class FakeReader:
+    """Just what the compute loop reads and calls of a request reading its prompt."""
+
+    def __init__(self, request_id: str, prompt_tokens: int) -> None:
+        self.request_id, self.state, self.prompt_left, self.prompt_chunks = request_id, "prefill", prompt_tokens, 0
+        self.prefilled_at = None
+
+    def on_prefilled(self, due: float) -> None:
+        self.prefilled_at = due
+
+
+def test_prompts_share_the_batch_in_admission_order_and_the_cause_is_whose_tokens_took_longest():
+    loop = asyncio.new_event_loop()
+    try:
+        engine = Engine(simengine.SimConfig(prefill_mode="batched", n_batch=256, prefill_tps=1000.0),
+                        Scheduler(loop), TruthLog(None))
+        first, second = FakeReader("first", 300), FakeReader("second", 300)
+        engine.compute.add(first, 10.0)
+        engine.compute.add(second, 10.0)
+        while engine.compute.state != "idle":  # nobody decodes: chunks follow each other
+            due, _seq, callback, arg = heapq.heappop(engine.scheduler._wall)
+            callback(arg, due)
+        assert [c.shares for c in engine.compute.chunks] == [[("first", 256)], [("first", 44), ("second", 212)],
+                                                            [("second", 88)]]
+        assert first.prefilled_at == pytest.approx(10.512) and second.prefilled_at == pytest.approx(10.6)
+        assert (first.prompt_chunks, second.prompt_chunks) == (2, 2)
+        # A gap spanning the second chunk and half the third: 256 ms frozen, most of it second's.
+        frozen_s, cause = engine.compute.frozen_between(1, 10.3, 10.556)
+        assert frozen_s == pytest.approx(0.256) and cause == "second"
+        assert engine.compute.frozen_between(0, 10.0, 10.1) == (pytest.approx(0.1), "first")
+    finally:
+        loop.close()
+
+
+def test_a_frozen_decode_clock_moves_every_due_event_later_by_the_freeze():
+    loop = asyncio.new_event_loop()
+    try:
+        scheduler = Scheduler(loop)
+        scheduler.set_rate(10.0, now=100.0)
+        scheduler.decode_at(scheduler.v_at(100.0) + 10, lambda *_: None, None)  # due at 101
+        scheduler.freeze(scheduler.v_at(100.5), 100.5)
+        assert scheduler.v_at(100.9) == pytest.approx(5.0) and scheduler._next_due() == math.inf
+        scheduler.set_rate(5.0, now=100.7)  # a rate change while frozen moves nothing
+        assert scheduler.v_at(100.9) == pytest.approx(5.0)
+        scheduler.thaw(100.8)  # frozen 0.3 s; the other 5 tokens at the new rate take 1 s
+        assert scheduler._next_due() == pytest.approx(101.8)
+    finally:
+        loop.close()
+
+
+# -- a thinking model --
+def test_reasoning_comes_first_and_is_counted(own_sim):
+    handle = own_sim(reasoning_tokens=7, decode_tps=200.0)
+    _, headers, raw, _ = chat(handle.url, stream_options={"include_usage": True})
+    chunks = parsed(raw)
+    deltas = [c["choices"][0]["delta"] for c in chunks[1:] if c["choices"] and c["choices"][0]["delta"]]
+    kinds = ["reasoning" if "reasoning_content" in d else "content" for d in deltas]
+    assert kinds[:7] == ["reasoning"] * 7 and set(kinds[7:]) == {"content"} and len(kinds) > 8
+    usage = chunks[-1]["usage"]
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 7}
+    assert usage["completion_tokens"] == len(deltas) + 1  # and the end-of-sequence token
+    row = truth_rows(handle)[headers["x-request-id"]]
+    assert row["reasoning_tokens"] == 7 and row["t_first_answer_token"] > row["t_first_token"]
+    assert row["ttfo_s"] == pytest.approx(row["t_first_answer_token"] - row["t_arrival"])
+    assert row["ttfo_s"] - row["ttft_s"] >= 7 / 200.0 - 1e-3  # seven tokens' time of reasoning
+    # The profile's thinking switch: the same question answered without reasoning, the same answer.
+    _, headers, raw_off, _ = chat(handle.url, stream_options={"include_usage": True},
+                                  chat_template_kwargs={"enable_thinking": False})
+    chunks_off = parsed(raw_off)
+    assert contents(chunks_off) == contents(chunks) and "completion_tokens_details" not in chunks_off[-1]["usage"]
+    assert not [c for c in chunks_off if c["choices"] and "reasoning_content" in c["choices"][0]["delta"]]
+    row = truth_rows(handle)[headers["x-request-id"]]
+    assert row["reasoning_tokens"] == 0 and row["t_first_answer_token"] == row["t_first_token"]
+    assert row["ttfo_s"] == row["ttft_s"]
+    # max_tokens counts the reasoning: a budget it fills leaves no answer.
+    _, headers, raw, _ = chat(handle.url, max_tokens=5, stream_options={"include_usage": True})
+    chunks = parsed(raw)
+    assert not contents(chunks) and chunks[-1]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 5}
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    row = truth_rows(handle)[headers["x-request-id"]]
+    assert row["t_first_answer_token"] is None and row["ttfo_s"] is None and row["ttft_s"] is not None
+    status, _, raw, _ = chat(handle.url, stream=False)
+    message = json.loads(raw)["choices"][0]["message"]
+    assert status == 200 and message["content"] and len(tokenize(message["reasoning_content"])) == 7
+
+
+# -- the engine's queue and cache --
+def gauges(url: str) -> dict:
+    text = request(url, "GET", "/metrics")[2].decode()
+    names = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+    return {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith(names) and '{model_name="sim-model",engine="0"}' in line}
+
+
+def test_queue_and_kv_cache_gauges_move(own_sim):
+    handle = own_sim(slots=1, decode_tps=50.0, answer_tokens_min=40, answer_tokens_max=40, kv_tokens=1000)
+    assert gauges(handle.url) == {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0,
+                                  "vllm:kv_cache_usage_perc": 0.0}
+    with ThreadPoolExecutor(2) as pool:
+        answers = [pool.submit(chat, handle.url, f"question {i}") for i in range(2)]
+        deadline, busy = time.monotonic() + 5, {}
+        while time.monotonic() < deadline:
+            busy = gauges(handle.url)
+            if busy["vllm:num_requests_waiting"] == 1.0:
+                break
+            time.sleep(0.01)
+        assert busy["vllm:num_requests_running"] == 1.0 and busy["vllm:num_requests_waiting"] == 1.0
+        # One admitted request: its whole prompt (concurrent mode) and what it generated so far.
+        prompt_tokens = len(tokenize(render_chat([{"role": "user", "content": "question 1"}], None)))
+        assert prompt_tokens / 1000 <= busy["vllm:kv_cache_usage_perc"] <= (prompt_tokens + 41) / 1000
+        [answer.result() for answer in answers]
+    assert gauges(handle.url)["vllm:kv_cache_usage_perc"] == 0.0
