@@ -149,8 +149,8 @@ def test_a_window_that_cannot_tell_goes_on_in_the_same_phase_and_is_decided_at_t
 
 def test_a_window_that_becomes_sure_as_it_goes_on_is_decided_on_its_interval_before_the_limit():
     now = [0.0]
-    search = Search(SearchOptions(start=4, max_students=4, settle_s=0.0, step_s=10.0, min_requests=20, max_step_s=100.0),
-                    slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
+    search = Search(SearchOptions(start=4, max_students=4, settle_s=0.0, step_s=10.0, min_requests=20,
+                                  max_step_s=100.0), slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
     search.poll()
     for held, count in ((10.0, 30), (20.0, 30)):
         jobs = [search.take("classroom", f"u{i}") for i in range(count)]
@@ -193,7 +193,8 @@ def run_window(search: Search, now: list, ttfts: list[float], flags: str = "") -
 
 def test_a_class_refused_for_saturation_is_run_once_more_and_the_search_stops_if_refused_again():
     now = [0.0]
-    options = SearchOptions(start=2, step="x2", max_students=4, settle_s=1.0, step_s=2.0, min_requests=2, max_step_s=2.0)
+    options = SearchOptions(start=2, step="x2", max_students=4, settle_s=1.0, step_s=2.0, min_requests=2,
+                            max_step_s=2.0)
     search = Search(options, slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
     assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-2"
     assert search.phase.name == "settle-2-2" and search.step.attempt == 2  # the same class again
