@@ -2,8 +2,10 @@
 
 The verdict is ``bench_tasks.slo.judge``, the very function the search judged each step with while
 it ran, applied to the same records (the phases ``class-N``; ``settle-N`` requests are never
-judged), and the capacity is ``bench_tasks.capacity.conclude`` over those verdicts. Pure:
-records and an SLO in, DataFrames and sentences out.
+judged), and the capacity is ``bench_tasks.capacity.conclude`` over those verdicts. Each window in
+the records is final: the search held on to a window it could not tell until ``--max-step-s`` and
+then decided it on its point estimates, so a window whose intervals still cannot tell is decided
+so here too (``decided_on``). Pure: records and an SLO in, DataFrames and sentences out.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from bench_tasks.capacity import SCENARIO, conclude
 
 WINDOW = re.compile(r"class-(\d+)(?:-\d+)?")  # class-N, or class-N-2: the class again after a refused window
 STEP_COLUMNS = ["phase", "students", "step", "requests", "ok", "failed", "client_saturated", "ttft_p50_s",
-                "ttft_p95_s", "per_user_decode_tps", "goodput_share", "meets_slo", "outcome", "missed"]
+                "ttft_p95_s", "per_user_decode_tps", "goodput_share", "meets_slo", "outcome", "decided_on", "missed"]
+TEXT_COLUMNS = ("phase", "ok", "outcome", "decided_on", "missed", "straddling")  # not figures: not in the long table
 PER_REQUEST = ("students", "step", "requests", "failed", "client_saturated", "goodput_share", "meets_slo")
 
 
 def steps(records: pd.DataFrame, slo: slos.Slo) -> pd.DataFrame:
     """One row per judged window, by class size: its figures (``slo.judge``'s keys, the goals' own
-    figures included), ``step`` (the order the search ran it in), ``meets_slo`` (1 met, 0 missed,
-    missing when the client was saturated) and ``missed`` (the goals it broke, in words)."""
+    figures and their intervals included), ``step`` (the order the search ran it in), ``meets_slo``
+    (1 met, 0 missed, missing when the client was saturated), ``decided_on`` and ``missed`` (the
+    goals it broke, in words)."""
     classroom = measured(records)
     classroom = classroom[classroom["scenario"] == SCENARIO]
     windows = [(phase, int(match[1]), group) for phase, group in classroom.groupby("phase", sort=False)
@@ -34,11 +38,12 @@ def steps(records: pd.DataFrame, slo: slos.Slo) -> pd.DataFrame:
     order = sorted(windows, key=lambda w: pd.to_numeric(w[2]["t_start"], errors="coerce").min())
     rows = []
     for number, (phase, students, group) in enumerate(order, start=1):
-        figures = slos.judge(slo, group.to_dict("records"))
+        figures = slos.judge(slo, group.to_dict("records"), final=True)
         meets = {slos.MEETS: 1.0, slos.MISSES: 0.0}.get(figures["outcome"], float("nan"))
         rows.append({**figures, "phase": phase, "students": students, "step": number, "meets_slo": meets,
                      "missed": "; ".join(figures["missed"])})
-    columns = STEP_COLUMNS + [g.figure for g in slo.goals if g.figure not in STEP_COLUMNS]
+    goal_columns = [c for g in slo.goals for c in (g.figure, g.low, g.high, g.level)]
+    columns = STEP_COLUMNS + list(dict.fromkeys(c for c in goal_columns if c not in STEP_COLUMNS))
     return pd.DataFrame(rows, columns=columns).sort_values(["students", "step"], ignore_index=True)
 
 
@@ -50,7 +55,7 @@ def result(steps: pd.DataFrame) -> tuple[int, int | None, str]:
 
 def capacity_table(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps in long form (table ``capacity``): one value per figure (see ``_n`` for its n)."""
-    metrics = [c for c in steps.columns if c not in ("phase", "ok", "outcome", "missed")]
+    metrics = [c for c in steps.columns if c not in TEXT_COLUMNS]
     rows = []
     for step in steps.to_dict("records"):
         figures = {m: single(slos.number(step[m]), _n(step, m)) for m in metrics}
@@ -85,38 +90,72 @@ def tables(records: pd.DataFrame, slo: slos.Slo | None) -> pd.DataFrame:
 
 
 def conclusion(steps: pd.DataFrame, slo: slos.Slo) -> str:
-    """The result in one sentence, with what bounds it."""
+    """The result in one sentence, with what bounds it, and which verdicts were decided on point estimates."""
     if steps.empty:
         return "No step of the capacity search was judged."
     capacity, bound, why = result(steps)
     head = f"Largest class that met the SLO ({slo.text()})"
     if why == "untested":
-        return f"{head}: {capacity} students, the largest class tried; the server may take more (raise --max-students)."
+        return (f"{head}: {capacity} students, the largest class tried; the server may take more (raise "
+                f"--max-students).{_on_point_estimates(steps, [capacity])}")
     windows = steps[steps["students"] == bound]
     missed = windows["missed"].iloc[-1]
     if why == slos.SATURATED:
         twice = " in both of its windows" if len(windows) > 1 else ""
         return (f"{head}: at least {capacity} students. At {bound} students the client itself was saturated{twice} "
                 f"({missed}): that step is not reported and the search stopped there. Add workers (--processes N, "
-                "or worker machines) and search again.")
-    return f"{head}: {capacity} students; {bound} students missed it ({missed})."
+                f"or worker machines) and search again.{_on_point_estimates(steps, [capacity])}")
+    if why == slos.UNSURE:
+        return f"{head}: {capacity} students; at {bound} students its requests could not tell."
+    return (f"{head}: {capacity} students; {bound} students missed it ({missed})."
+            + _on_point_estimates(steps, [capacity, bound]))
+
+
+def _on_point_estimates(steps: pd.DataFrame, classes: list[int]) -> str:
+    """A sentence naming the deciding classes whose (last) verdict was made on point estimates, if any."""
+    last = steps.drop_duplicates("students", keep="last").set_index("students")["decided_on"]
+    named = [n for n in classes if last.get(n) == slos.BY_POINT]
+    level = f"{slos.LEVEL:.0%}"
+    if len(named) == 1:
+        return (f" The verdict on {named[0]} students was decided on its point estimate: its {level} interval "
+                "still straddled the goal at --max-step-s.")
+    if named:
+        return (f" The verdicts on {named[0]} and {named[1]} students were decided on their point estimates: "
+                f"their {level} intervals still straddled the goal at --max-step-s.")
+    return ""
 
 
 def format_steps(steps: pd.DataFrame, slo: slos.Slo) -> str:
-    """The steps as the terminal shows them after a search: one line per class size."""
+    """The steps as the terminal shows them after a search: one line per class size, each goal's
+    figure with its interval."""
     goals = [g for g in slo.goals if g.figure not in ("ttft_p50_s", "ttft_p95_s")]
+    intervals = [(g, f"{g.label} {slos.LEVEL:.0%} CI", 3 if g.at_most else 1) for g in slo.goals]
     header = [("students", 9), ("requests", 9), ("failed", 7), ("TTFT p50 s", 11), ("TTFT p95 s", 11),
-              ("decode p50", 11), *[(g.figure, max(12, len(g.figure) + 1)) for g in goals], ("goodput", 8)]
+              ("decode p50", 11), *[(g.figure, max(12, len(g.figure) + 1)) for g in goals],
+              *[(name, max(15, len(name) + 1)) for _g, name, _digits in intervals], ("goodput", 8)]
     lines = ["".join(f"{name:>{width}}" for name, width in header) + "  verdict"]
     for step in steps.to_dict("records"):
         cells = [str(step["students"]), str(step["requests"]), str(step["failed"]), _cell(step["ttft_p50_s"], 3),
                  _cell(step["ttft_p95_s"], 3), _cell(step["per_user_decode_tps"], 1),
                  *[_cell(step[g.figure], 3 if g.at_most else 1) for g in goals],
+                 *[_interval_cell(step, g, digits) for g, _name, digits in intervals],
                  "-" if slos.number(step["goodput_share"]) is None else f"{step['goodput_share']:.0%}"]
-        verdict = {slos.MEETS: "meets", slos.MISSES: f"misses: {step['missed']}",
-                   slos.SATURATED: "not judged: the client was saturated"}[step["outcome"]]
-        lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)) + "  " + verdict)
+        lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)) + "  " + _verdict(step))
     return "\n".join(lines)
+
+
+def _verdict(step: dict) -> str:
+    point = " (on its point estimate)" if step["decided_on"] == slos.BY_POINT else ""
+    return {slos.MEETS: f"meets{point}", slos.MISSES: f"misses{point}: {step['missed']}",
+            slos.UNSURE: "can't tell", slos.SATURATED: "not judged: the client was saturated"}[step["outcome"]]
+
+
+def _interval_cell(step: dict, goal: slos.Goal, digits: int) -> str:
+    """``0.712–0.968``; an end the window's requests cannot place is ``?``; ``-`` when not measured."""
+    if slos.number(step[goal.figure]) is None:
+        return "-"
+    ends = [slos.number(step[goal.low]), slos.number(step[goal.high])]
+    return "–".join("?" if end is None else f"{end:.{digits}f}" for end in ends)
 
 
 def _cell(value, digits: int) -> str:

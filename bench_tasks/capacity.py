@@ -11,7 +11,10 @@ the same protocol for users (``take``, ``done``, ``forget``), so the same messag
 workers. Each step seats its class, lets it settle (``settle-N``: new students arrive, the
 server's queue adapts), then opens its judged window (``class-N``) for at least ``step_s`` and
 ``min_requests`` questions, then waits for the window's answers and records (labelled
-``settle-N`` again meanwhile) and judges them with ``slo.judge``. A step in which the client was
+``settle-N`` again meanwhile) and judges them with ``slo.judge``. A window its requests cannot
+judge yet (``unsure``: a goal's interval straddles its limit) opens again and goes on, the same
+phase, until it has been held twice as long, and so on up to ``max_step_s`` (default three
+times ``step_s``); there it is decided on its point estimates. A step in which the client was
 saturated is run once more (``settle-N-2``, ``class-N-2``): a machine that stalled for a moment
 does not end the search, a client that cannot keep up does. Pure: clock injected, no Locust.
 """
@@ -26,6 +29,7 @@ from bench_tasks.suite import Job, Phase
 
 SCENARIO = "classroom"
 MAX_HOLD_FACTOR = 10  # a window that cannot gather min_requests is judged after this many step_s anyway
+MAX_STEP_FACTOR = 3  # an unsure window goes on up to this many step_s, unless max_step_s says otherwise
 RECORD_WAIT_S = 7.0  # after the window's last answer, how long its records may take to arrive (2 reports)
 
 
@@ -52,18 +56,24 @@ class SearchOptions:
     settle_s: float = 40.0
     step_s: float = 120.0
     min_requests: int = 20
+    max_step_s: float | None = None  # None: MAX_STEP_FACTOR * step_s
     record_wait_s: float = RECORD_WAIT_S
 
     def __post_init__(self) -> None:
         parse_step(self.step)
         if not 1 <= self.start <= self.max_students or self.resolution < 1 or self.min_requests < 1:
             raise ValueError("need 1 <= start <= max_students, resolution >= 1 and min_requests >= 1")
+        if self.max_step_s is None:
+            object.__setattr__(self, "max_step_s", MAX_STEP_FACTOR * self.step_s)
+        if self.max_step_s < self.step_s:
+            raise ValueError(f"max_step_s ({self.max_step_s:g} s) is shorter than step_s ({self.step_s:g} s)")
 
 
 def conclude(verdicts: dict[int, str]) -> tuple[int, int | None, str]:
     """(capacity, the class that bounds it, why): the largest class that met the SLO below the
-    smallest that did not. Why: ``misses``, ``client_saturated``, or ``untested`` (no step above
-    the capacity was judged: the search stopped at its largest class)."""
+    smallest that did not. Why: ``misses``, ``client_saturated``, ``unsure`` (a class its requests
+    could not tell bounds the capacity as a miss does: it was not shown to meet), or ``untested``
+    (no step above the capacity was judged: the search stopped at its largest class)."""
     stops = [n for n, outcome in verdicts.items() if outcome != slos.MEETS]
     bound = min(stops) if stops else None
     met = [n for n, outcome in verdicts.items() if outcome == slos.MEETS and (bound is None or n < bound)]
@@ -100,6 +110,8 @@ class Step:
     attempt: int = 1  # 2: the class again, its first window refused (the client was saturated)
     state: str = SETTLING
     window_started: float | None = None
+    target_s: float = 0.0  # how long the window is held before it is judged (doubled when it cannot tell)
+    held_s: float = 0.0  # how long it had been held when it last closed
     handed: int = 0  # questions sent in the window
     open: int = 0  # of those, not answered yet
     last_answer: float | None = None
@@ -125,11 +137,11 @@ class Search:
     clock: Callable[[], float]
     on_enter: Callable[[Phase | None, Phase | None], None] | None = None
     on_take: Callable[[Job], None] | None = None
-    on_verdict: Callable[[Step, dict], None] | None = None  # a step was judged (its figures and outcome)
+    on_verdict: Callable[[Step, dict], None] | None = None  # a window was judged (outcome unsure: it goes on)
     accepting: bool = True  # the suite's protocol: a search never holds its users back
     phase: Phase | None = None
     step: Step | None = None
-    judged: list = field(default_factory=list)  # (Step, figures) in search order
+    judged: list = field(default_factory=list)  # (Step, figures) in search order: each window's final verdict
     _jobs: int = 0
 
     def __post_init__(self) -> None:
@@ -184,10 +196,10 @@ class Search:
         if step is None:
             return
         if step.state == SETTLING and now - step.started >= self.options.settle_s:
-            step.state, step.window_started = WINDOW, now
+            step.state, step.window_started, step.target_s = WINDOW, now, self.options.step_s
             self._enter(Phase(step.window, SCENARIO, step.students, []))
         elif step.state == WINDOW and self._window_full(step, now):
-            step.state = CLOSING
+            step.state, step.held_s = CLOSING, now - step.window_started
             self._enter(Phase(step.settle, SCENARIO, step.students, []))
         if step.state == CLOSING and step.open == 0 and (
                 len(step.rows) >= step.handed or now - (step.last_answer or now) >= self.options.record_wait_s):
@@ -196,10 +208,17 @@ class Search:
     def _window_full(self, step: Step, now: float) -> bool:
         held = now - step.window_started
         enough = step.handed >= self.options.min_requests or held >= MAX_HOLD_FACTOR * self.options.step_s
-        return held >= self.options.step_s and enough
+        return held >= step.target_s and enough
 
     def _judge(self, step: Step) -> None:
-        figures = slos.judge(self.slo, step.rows)
+        figures = slos.judge(self.slo, step.rows, final=step.held_s >= self.options.max_step_s)
+        if figures["outcome"] == slos.UNSURE:
+            # Hold on to the window: twice as long gathers about twice the requests, narrowing each interval.
+            step.state, step.target_s = WINDOW, min(2 * step.held_s, self.options.max_step_s)
+            if self.on_verdict is not None:
+                self.on_verdict(step, figures)
+            self._enter(Phase(step.window, SCENARIO, step.students, []))
+            return
         self.judged.append((step, figures))
         if self.on_verdict is not None:
             self.on_verdict(step, figures)

@@ -6,10 +6,15 @@ percentile of per-user decode tok/s at least 10. Goals name a record figure and 
 least); ``errors=0.01`` allows that share of failed requests (default 0: any failure misses).
 
 A request meets the SLO when it succeeded and each of its figures the goals name is known and
-within its goal; goodput is the share of a step's requests that did. A step meets the SLO when
-each goal's percentile over its successful requests is within the goal and its failed share is
-within ``errors``. A step with any request flagged ``client_saturated`` is not judged at all:
-the client measured itself, so its figures are withheld.
+within its goal; goodput is the share of a step's requests that did. Each goal's percentile over a
+step's successful requests comes with its 90% confidence interval (``bench_tasks.intervals``: order
+statistics, equal-tailed, an end the requests cannot place at 90% left open). A step **meets** the
+SLO when every goal's interval lies within its limit and its failed share is within ``errors``;
+it **misses** when a goal's interval lies wholly beyond its limit (or a goal was not measured, or
+too many requests failed); otherwise it is **unsure**: the requests cannot tell yet. Asked for a
+final verdict, an unsure step is decided on its point estimates (``decided_on``). A step with any
+request flagged ``client_saturated`` is not judged at all: the client measured itself, so its
+figures are withheld.
 
 Pure and stdlib-only, on record dicts (a record's JSON, or a DataFrame row as a dict): the Locust
 process judges with it while the search runs, and ``analysis`` with the same code afterwards.
@@ -20,9 +25,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bench_tasks.intervals import Interval, quantile_interval
 from bench_tasks.stream import quantile
 
-MEETS, MISSES, SATURATED = "meets", "misses", "client_saturated"
+MEETS, MISSES, UNSURE, SATURATED = "meets", "misses", "unsure", "client_saturated"
+BY_INTERVAL, BY_POINT = "interval", "point estimate"  # what a verdict was decided on
+LEVEL = 0.90  # each goal's interval: two-sided, so each end is a one-sided 95% bound
 # goal name -> (record column, at_most): durations must stay under their goal, rates above it
 GOAL_COLUMNS = {"ttft": ("ttft_s", True), "ttfb": ("ttfb_s", True), "e2e": ("e2e_s", True), "itl": ("itl_s", True),
                 "decode": ("decode_tps", False), "prompt": ("prompt_tps", False)}
@@ -46,11 +54,48 @@ class Goal:
         return f"{self.column}_{percentile}"
 
     @property
+    def low(self) -> str:
+        """The interval's lower end: ttft_p95_low_s, decode_tps_p5_low."""
+        return self._part("low")
+
+    @property
+    def high(self) -> str:
+        return self._part("high")
+
+    @property
+    def level(self) -> str:
+        """The coverage the interval achieved (a share): ttft_p95_level."""
+        return self._part("level", unit=False)
+
+    def _part(self, part: str, unit: bool = True) -> str:
+        if self.column.endswith("_s"):
+            return f"{self.figure[:-2]}_{part}" + ("_s" if unit else "")
+        return f"{self.figure}_{part}"
+
+    @property
     def unit(self) -> str:
         return "s" if self.column.endswith("_s") else "tok/s"
 
+    @property
+    def label(self) -> str:
+        """For a line of text: TTFT p95, decode p5."""
+        name, percentile = self.name.rsplit("_", 1)
+        return f"{name.upper() if self.at_most else name} {percentile}"
+
     def holds(self, value: float | None) -> bool:
         return value is not None and (value <= self.limit if self.at_most else value >= self.limit)
+
+    def verdict(self, interval: Interval | None) -> str:
+        """MEETS when the interval's good end is within the limit, MISSES when its bad end is beyond
+        it (or nothing was measured), else UNSURE. An open end decides nothing."""
+        if interval is None:
+            return MISSES
+        good, bad = (interval.high, interval.low) if self.at_most else (interval.low, interval.high)
+        if good is not None and self.holds(good):
+            return MEETS
+        if bad is not None and not self.holds(bad):
+            return MISSES
+        return UNSURE
 
     def text(self) -> str:
         return f"{self.name} {'≤' if self.at_most else '≥'} {self.limit:g} {self.unit}"
@@ -120,53 +165,106 @@ def meets(slo: Slo, row: dict) -> bool:
     return succeeded(row) and all(goal.holds(number(row.get(goal.column))) for goal in slo.goals)
 
 
+def values(rows: list[dict], column: str) -> list[float]:
+    return sorted(v for v in (number(row.get(column)) for row in rows) if v is not None)
+
+
 def percentile(rows: list[dict], column: str, q: float) -> float | None:
-    values = sorted(v for v in (number(row.get(column)) for row in rows) if v is not None)
-    return quantile(values, q) if values else None
+    known = values(rows, column)
+    return quantile(known, q) if known else None
 
 
-def judge(slo: Slo, rows: list[dict]) -> dict:
+def judge(slo: Slo, rows: list[dict], final: bool = False, level: float = LEVEL) -> dict:
     """A step's figures and verdict from its requests (warm-ups are left out).
 
     Keys: requests, ok, failed, client_saturated, ttft_p50_s, ttft_p95_s, per_user_decode_tps
-    (median decode_tps), each goal's figure, goodput_share, outcome (meets, misses or
-    client_saturated) and missed (the goals it broke, in words). Figures of a saturated step are
-    None: they are not to be reported.
+    (median decode_tps), each goal's figure with its interval (``Goal.low``, ``Goal.high``: None
+    for an open end; ``Goal.level``: its coverage), goodput_share, outcome (meets, misses, unsure
+    or client_saturated), decided_on (``interval``, or ``point estimate`` for a final verdict on
+    an unsure step; None when not judged), missed (why it missed, in words) and straddling (the
+    goals whose interval holds their limit). ``final``: an unsure step is decided on its point
+    estimates. Figures of a saturated step are None: they are not to be reported.
     """
     measured = [row for row in rows if row.get("scenario") != "warmup"]
     ok = [row for row in measured if succeeded(row)]
     counts = {"requests": len(measured), "ok": len(ok), "failed": len(measured) - len(ok),
               "client_saturated": sum(flagged(row, SATURATED) for row in measured)}
+    intervals = {goal: quantile_interval(values(ok, goal.column), goal.quantile, level, open_ends=True)
+                 for goal in slo.goals}
     figures = {"ttft_p50_s": percentile(ok, "ttft_s", 0.5), "ttft_p95_s": percentile(ok, "ttft_s", 0.95),
-               "per_user_decode_tps": percentile(ok, "decode_tps", 0.5),
-               **{goal.figure: percentile(ok, goal.column, goal.quantile) for goal in slo.goals},
-               "goodput_share": sum(meets(slo, row) for row in measured) / len(measured) if measured else None}
+               "per_user_decode_tps": percentile(ok, "decode_tps", 0.5)}
+    for goal, interval in intervals.items():
+        figures.update({goal.figure: percentile(ok, goal.column, goal.quantile),
+                        goal.low: interval and interval.low, goal.high: interval and interval.high,
+                        goal.level: interval and interval.level})
+    figures["goodput_share"] = sum(meets(slo, row) for row in measured) / len(measured) if measured else None
     if counts["client_saturated"]:
-        return {**counts, **dict.fromkeys(figures), "outcome": SATURATED,
+        return {**counts, **dict.fromkeys(figures), "outcome": SATURATED, "decided_on": None,
                 "missed": [f"{counts['client_saturated']} of {len(measured)} requests ran while the client "
-                           "was saturated"]}
-    missed = [f"{goal.name} {_value_text(figures[goal.figure], goal)}" for goal in slo.goals
-              if not goal.holds(figures[goal.figure])]
+                           "was saturated"], "straddling": []}
+    verdicts = {goal: goal.verdict(interval) for goal, interval in intervals.items()}
+    texts = {goal: _goal_text(goal, figures[goal.figure], interval, level) for goal, interval in intervals.items()}
+    missed = [texts[goal] for goal, verdict in verdicts.items() if verdict == MISSES]
     failed_share = counts["failed"] / len(measured) if measured else None
     if failed_share is None:
         missed.append("no request was sent")
     elif failed_share > slo.errors:
         missed.append(f"{counts['failed']} of {len(measured)} requests failed")
-    return {**counts, **figures, "outcome": MISSES if missed else MEETS, "missed": missed}
+    unsure = [goal for goal, verdict in verdicts.items() if verdict == UNSURE]
+    outcome, decided_on = (MISSES if missed else MEETS), BY_INTERVAL
+    if unsure and not missed:  # nothing misses outright: the unsure goals decide
+        if final:
+            missed = [texts[goal] for goal in unsure if not goal.holds(figures[goal.figure])]
+            outcome, decided_on = (MISSES if missed else MEETS), BY_POINT
+        else:
+            outcome, decided_on = UNSURE, None
+    return {**counts, **figures, "outcome": outcome, "decided_on": decided_on, "missed": missed,
+            "straddling": [texts[goal] for goal in unsure]}
 
 
-def _value_text(value: float | None, goal: Goal) -> str:
+def _goal_text(goal: Goal, value: float | None, interval: Interval | None, level: float) -> str:
+    """``ttft_p95 4.5 s > 1, 90% CI 2.1–6.3``; or why the goal has no figure."""
     if value is None:
-        return "not measured (no successful request had it)"
-    return f"{value:.3g} {goal.unit} {'>' if goal.at_most else '<'} {goal.limit:g}"
+        return f"{goal.name} not measured (no successful request had it)"
+    sign = ("≤" if goal.at_most else "≥") if goal.holds(value) else (">" if goal.at_most else "<")
+    return f"{goal.name} {_digits(value, goal.limit)} {goal.unit} {sign} {goal.limit:g}, {ci_text(interval, level)}"
 
 
-def verdict_line(students: int, figures: dict, again: bool = False) -> str:
-    """One line for the progress output: how the step went (``again``: a refused step will be run once more)."""
-    head = f"{students} students: {figures['requests']} requests"
+def _digits(value: float, limit: float) -> str:
+    """Three significant digits, or as many more as it takes not to read as the limit when it is not."""
+    for digits in range(3, 8):
+        if f"{value:.{digits}g}" != f"{limit:g}" or value == limit:
+            break
+    return f"{value:.{digits}g}"
+
+
+def ci_text(interval: Interval | None, level: float = LEVEL) -> str:
+    return f"{level:.0%} CI {interval.text()}" if interval is not None else f"no {level:.0%} CI"
+
+
+def verdict_line(slo: Slo, students: int, figures: dict, again: bool = False, up_to_s: float | None = None,
+                 level: float = LEVEL) -> str:
+    """One line for the progress output: how the step went, each goal's figure with its interval
+    (``again``: a refused step will be run once more; ``up_to_s``: how long an unsure window may go on)."""
+    head = f"{students} students, {figures['requests']} requests"
     if figures["outcome"] == SATURATED:
         then = "running the class once more" if again else "add workers (--processes or worker machines)"
         return f"{head}, not judged: {figures['missed'][0]}; {then}"
+    shown = "; ".join(_figure_text(goal, figures, level) for goal in slo.goals)
+    if figures["outcome"] == UNSURE:
+        longer = f"; the window goes on, up to {up_to_s:g} s" if up_to_s is not None else ""
+        return f"{head}: {shown}: can't tell yet, the interval straddles the goal{longer}"
+    how = ", decided on its point estimate: the interval still straddles the goal" \
+        if figures["decided_on"] == BY_POINT else ""
     if figures["outcome"] == MEETS:
-        return f"{head}, TTFT p95 {figures['ttft_p95_s']:.3f} s: meets the SLO"
-    return f"{head}: misses the SLO ({'; '.join(figures['missed'])})"
+        return f"{head}: {shown}: meets the SLO{how}"
+    return f"{head}: misses the SLO{how} ({'; '.join(figures['missed'])})"
+
+
+def _figure_text(goal: Goal, figures: dict, level: float) -> str:
+    """``TTFT p95 0.834 s (90% CI 0.712–0.968)``."""
+    value = figures[goal.figure]
+    if value is None:
+        return f"{goal.label} not measured"
+    interval = Interval(figures[goal.low], figures[goal.high], figures[goal.level], "")
+    return f"{goal.label} {value:.3g} {goal.unit} ({ci_text(interval, level)})"

@@ -153,6 +153,9 @@ def add_capacity_options(parser: argparse.ArgumentParser) -> None:
                              "--think-time)")
     parser.add_argument("--min-requests", type=_positive_int, default=defaults.min_requests,
                         help=f"questions each judged window holds at least (default {defaults.min_requests})")
+    parser.add_argument("--max-step-s", type=_positive_float, default=None,
+                        help="seconds a window that cannot tell yet (a goal's 90%% interval straddles its limit) goes "
+                             "on at most, then it is decided on its point estimate (default: three times --step-s)")
     parser.add_argument("--processes", type=_positive_int, default=1,
                         help="Locust processes on this machine (default 1); more when the client is saturated")
 
@@ -163,6 +166,7 @@ def capacity_locust_args(args) -> list[str]:
              "--max-students", str(args.max_students), "--resolution", str(args.resolution),
              "--step-s", str(args.step_s), "--min-requests", str(args.min_requests)]
     extra += ["--settle-s", str(args.settle_s)] if args.settle_s is not None else []
+    extra += ["--max-step-s", str(args.max_step_s)] if args.max_step_s is not None else []
     extra += ["--ignore-eos"] if args.ignore_eos else []
     return extra + (["--processes", str(args.processes)] if args.processes > 1 else [])
 
@@ -206,6 +210,8 @@ def run_capacity(args, argv: list[str]) -> int:
 
     if args.start_students > args.max_students:
         raise UsageError(f"--start-students {args.start_students} is above --max-students {args.max_students}")
+    if args.max_step_s is not None and args.max_step_s < args.step_s:
+        raise UsageError(f"--max-step-s {args.max_step_s:g} is shorter than --step-s {args.step_s:g}")
     settings = {"workload": "capacity", "capacity": {k: getattr(args, k) for k in CAPACITY_SETTINGS}}
     started = time.perf_counter()
     out_dir, failed = measure(args, argv, "capacity.py", 1, capacity_locust_args(args), settings,
@@ -222,8 +228,8 @@ def run_capacity(args, argv: list[str]) -> int:
 
 
 CAPACITY_SETTINGS = ("slo", "think_time", "max_tokens", "ignore_eos", "start_students", "step", "max_students",
-                     "resolution", "step_s", "settle_s", "min_requests", "processes", "setup", "engine", "model",
-                     "read_timeout")
+                     "resolution", "step_s", "settle_s", "min_requests", "max_step_s", "processes", "setup", "engine",
+                     "model", "read_timeout")
 SEARCH_RUN_TIME_S = 7 * 24 * 3600  # the search ends by itself; Locust's own run-time limit must not cut it
 
 

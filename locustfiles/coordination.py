@@ -160,7 +160,8 @@ class CapacityShape(PhasedShape):
         think = parse_think_time(opts.think_time)
         options = SearchOptions(start=opts.start_students, step=opts.step, max_students=opts.max_students,
                                 resolution=opts.resolution, step_s=opts.step_s, min_requests=opts.min_requests,
-                                settle_s=think.max_s if opts.settle_s is None else opts.settle_s)
+                                settle_s=think.max_s if opts.settle_s is None else opts.settle_s,
+                                max_step_s=opts.max_step_s)
         self.progress = ProgressLog(out / PROGRESS_JSONL, [], run="search")
         self.log = JsonlWriter(out / CAPACITY_JSONL)
         self.log.write({"event": "search", "t": time.perf_counter(), "slo": opts.slo, "think_time": opts.think_time,
@@ -181,9 +182,13 @@ class CapacityShape(PhasedShape):
                             "why": why})
 
     def _judged(self, step, figures: dict) -> None:
-        self.log.write({"event": "step", "t": time.perf_counter(), "phase": step.window, "students": step.students,
-                        "step": step.number, "attempt": step.attempt, **figures})
-        self.progress.note(slos.verdict_line(step.students, figures, again=step.attempt == 1))
+        # An unsure window goes on ("extend"); "step" is each window's final verdict.
+        event = "extend" if figures["outcome"] == slos.UNSURE else "step"
+        self.log.write({"event": event, "t": time.perf_counter(), "phase": step.window, "students": step.students,
+                        "step": step.number, "attempt": step.attempt, "window_s": step.held_s, **figures})
+        search = self.coordinator
+        self.progress.note(slos.verdict_line(search.slo, step.students, figures, again=step.attempt == 1,
+                                             up_to_s=search.options.max_step_s))
 
     def tick(self):
         if getattr(self, "coordinator", None) is not None:

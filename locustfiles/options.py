@@ -68,3 +68,7 @@ def add_options(parser) -> None:
                              "(default: the top of --think-time)")
     search.add_argument("--min-requests", type=int, default=SEARCH.min_requests, include_in_web_ui=True,
                         help="capacity.py: questions each judged window holds at least")
+    search.add_argument("--max-step-s", type=float, default=None,
+                        help="capacity.py: seconds a window that cannot tell yet (an interval straddles its goal) "
+                             "goes on at most before it is decided on its point estimate (default: three times "
+                             "--step-s)")

@@ -60,8 +60,9 @@ def test_the_ladder_stops_at_a_saturated_client_at_the_largest_class_and_when_no
 def test_the_search_settles_opens_its_window_waits_for_its_records_and_moves_on():
     now = [0.0]
     verdicts, phases = [], []
+    # max_step_s = step_s: each window is decided when it closes (three requests cannot bound a p95).
     search = Search(SearchOptions(start=2, step="+2", max_students=4, resolution=2, settle_s=5.0, step_s=10.0,
-                                  min_requests=3),
+                                  min_requests=3, max_step_s=10.0),
                     slo.parse("ttft_p95=0.5"), clock=lambda: now[0],
                     on_enter=lambda previous, phase: phases.append(phase and phase.name),
                     on_verdict=lambda step, figures: verdicts.append((step.students, figures["outcome"])))
@@ -108,6 +109,76 @@ def test_a_window_that_cannot_gather_its_questions_is_judged_after_ten_step_leng
     assert search.finished and search.judged[0][1]["requests"] == 1
 
 
+def test_a_window_that_cannot_tell_goes_on_in_the_same_phase_and_is_decided_at_the_limit():
+    now, verdicts, phases = [0.0], [], []
+    search = Search(SearchOptions(start=4, max_students=4, settle_s=0.0, step_s=10.0, min_requests=20, max_step_s=35.0),
+                    slo.parse("ttft_p95=0.5"), clock=lambda: now[0],
+                    on_enter=lambda previous, phase: phases.append(phase and phase.name),
+                    on_verdict=lambda step, figures: verdicts.append((figures["outcome"], figures["requests"])))
+    assert search.options.max_step_s == 35.0 and SearchOptions(step_s=10.0).max_step_s == 30.0  # default: 3 x
+    with pytest.raises(ValueError):
+        SearchOptions(step_s=10.0, max_step_s=5.0)
+
+    def ask(count: int, ttft: float = 0.1) -> None:
+        jobs = [search.take("classroom", f"u{i}") for i in range(count)]
+        for job in jobs:
+            search.record(row(phase=job.phase, students=4, ttft_s=ttft))
+            search.done(job)
+
+    search.poll()
+    ask(20)  # 20 quick answers: the p95 is above the 17th, but 20 cannot bound it from above
+    now[0] = 10.0
+    search.poll()
+    assert verdicts == [(slo.UNSURE, 20)] and not search.judged
+    assert phases[-3:] == ["class-4", "settle-4", "class-4"]  # the same window again, not a new step
+    assert search.step.target_s == 20.0  # held twice as long
+    ask(20)
+    now[0] = 20.0
+    search.poll()  # 40: still no upper end (a p95's needs 59)
+    assert verdicts[-1] == (slo.UNSURE, 40) and search.step.target_s == 35.0  # up to the limit
+    ask(10)
+    now[0] = 34.0
+    search.poll()
+    assert len(verdicts) == 2 and search.phase.name == "class-4"
+    now[0] = 35.0
+    search.poll()  # 50 requests at the limit: decided on its point estimate
+    step, figures = search.judged[0]
+    assert (figures["outcome"], figures["decided_on"], figures["requests"]) == (slo.MEETS, slo.BY_POINT, 50)
+    assert step.held_s == 35.0 and search.finished and search.result() == (4, None, "untested")
+
+
+def test_a_window_that_becomes_sure_as_it_goes_on_is_decided_on_its_interval_before_the_limit():
+    now = [0.0]
+    search = Search(SearchOptions(start=4, max_students=4, settle_s=0.0, step_s=10.0, min_requests=20,
+                                  max_step_s=100.0), slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
+    search.poll()
+    for held, count in ((10.0, 30), (20.0, 30)):
+        jobs = [search.take("classroom", f"u{i}") for i in range(count)]
+        for job in jobs:
+            search.record(row(phase=job.phase, ttft_s=0.1))
+            search.done(job)
+        now[0] = held
+        search.poll()
+    step, figures = search.judged[0]  # 60 answers, all within the goal: the interval's upper end is their max
+    assert (figures["outcome"], figures["decided_on"], figures["requests"]) == (slo.MEETS, slo.BY_INTERVAL, 60)
+    assert (figures["ttft_p95_low_s"], figures["ttft_p95_high_s"]) == (0.1, 0.1) and step.held_s == 20.0
+
+
+def test_a_window_that_misses_outright_is_not_held_on_to():
+    now = [0.0]
+    search = Search(SearchOptions(start=4, max_students=4, settle_s=0.0, step_s=10.0, min_requests=10),
+                    slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
+    search.poll()
+    jobs = [search.take("classroom", f"u{i}") for i in range(10)]
+    for job, ttft in zip(jobs, [0.1] * 5 + [2.0] * 5):  # half of them slow: the p95 is surely above 0.5 s
+        search.record(row(phase=job.phase, ttft_s=ttft))
+        search.done(job)
+    now[0] = 10.0
+    search.poll()
+    assert search.judged[0][1]["outcome"] == slo.MISSES and search.judged[0][1]["decided_on"] == slo.BY_INTERVAL
+    assert search.phase.name == "settle-2"  # the next class at once
+
+
 def run_window(search: Search, now: list, ttfts: list[float], flags: str = "") -> str:
     """Settle, open and fill the current step's window with one question per TTFT; its phase."""
     now[0] += search.options.settle_s
@@ -122,7 +193,8 @@ def run_window(search: Search, now: list, ttfts: list[float], flags: str = "") -
 
 def test_a_class_refused_for_saturation_is_run_once_more_and_the_search_stops_if_refused_again():
     now = [0.0]
-    options = SearchOptions(start=2, step="x2", max_students=4, settle_s=1.0, step_s=2.0, min_requests=2)
+    options = SearchOptions(start=2, step="x2", max_students=4, settle_s=1.0, step_s=2.0, min_requests=2,
+                            max_step_s=2.0)
     search = Search(options, slo.parse("ttft_p95=0.5"), clock=lambda: now[0])
     assert run_window(search, now, [0.1, 0.1], flags="client_saturated") == "class-2"
     assert search.phase.name == "settle-2-2" and search.step.attempt == 2  # the same class again
@@ -161,8 +233,45 @@ def test_analysis_judges_each_window_as_the_search_did_and_concludes_the_same():
     assert pd.isna(saturated["median"]) and saturated["n"] == 0  # withheld, not 0
     result = long[long["table"] == "capacity_result"].set_index("metric")["median"].to_dict()
     assert result == {"capacity_students": 2.0, "bound_students": 4.0}
-    assert "2 students; 4 students missed it (ttft_p95 0.8" in capacity_analysis.conclusion(steps, goal)
+    sentence = capacity_analysis.conclusion(steps, goal)
+    assert "2 students; 4 students missed it (ttft_p95 0.85 s > 0.5, 90% CI 0.4–?)." in sentence
+    assert sentence.endswith("The verdicts on 2 and 4 students were decided on their point estimates: their 90% "
+                             "intervals still straddled the goal at --max-step-s.")  # 4 and 3 requests: too few
     assert capacity_analysis.tables(frame(rows), None).empty  # no SLO known: no verdict made up
+
+
+def test_analysis_gives_each_goal_s_interval_and_decides_on_it_as_the_search_does():
+    goal = slo.parse("ttft_p95=0.5")
+    rows = [row(phase="class-8", students=8, ttft_s=i / 1000, t_start=1.0) for i in range(1, 101)]  # to 0.1 s
+    rows += [row(phase="class-16", students=16, ttft_s=i / 100, t_start=2.0) for i in range(1, 101)]  # to 1.0 s
+    steps = capacity_analysis.steps(frame(rows), goal)
+    live = {n: slo.judge(goal, [r for r in rows if r["students"] == n]) for n in (8, 16)}
+    for students, figures in live.items():
+        mine = steps.set_index("students").loc[students]
+        assert (mine["outcome"], mine["decided_on"]) == (figures["outcome"], figures["decided_on"])
+        assert (mine["ttft_p95_low_s"], mine["ttft_p95_high_s"]) == pytest.approx(
+            (figures["ttft_p95_low_s"], figures["ttft_p95_high_s"]))
+    assert list(steps["outcome"]) == [slo.MEETS, slo.MISSES] and set(steps["decided_on"]) == {slo.BY_INTERVAL}
+    long = capacity_analysis.tables(frame(rows), goal).set_index(["row", "metric"])
+    assert long.loc[("class-16", "ttft_p95_low_s"), "median"] == pytest.approx(0.91)
+    assert long.loc[("class-16", "ttft_p95_high_s"), "median"] == pytest.approx(0.99)
+    assert long.loc[("class-16", "ttft_p95_level"), "median"] == pytest.approx(0.9347, abs=1e-4)
+    assert long.loc[("class-16", "ttft_p95_level"), "n"] == 100
+    sentence = capacity_analysis.conclusion(steps, goal)
+    assert sentence == ("Largest class that met the SLO (ttft_p95 ≤ 0.5 s, no failed request): 8 students; 16 "
+                        "students missed it (ttft_p95 0.95 s > 0.5, 90% CI 0.91–0.99).")
+    table = capacity_analysis.format_steps(steps, goal).splitlines()
+    assert "TTFT p95 90% CI" in table[0] and "0.091–0.099" in table[1] and table[1].endswith("meets")
+    few = capacity_analysis.steps(frame(rows[:30]), goal)  # 30 requests: no upper end, decided on the point
+    assert few.loc[0, "decided_on"] == slo.BY_POINT and pd.isna(few.loc[0, "ttft_p95_high_s"])
+    assert capacity_analysis.format_steps(few, goal).splitlines()[1].endswith("meets (on its point estimate)")
+    assert "0.026–?" in capacity_analysis.format_steps(few, goal)  # the 26th of 30
+
+
+def test_a_class_that_could_not_tell_bounds_the_capacity_as_a_miss_does():
+    assert conclude({2: slo.MEETS, 4: slo.MEETS, 8: slo.UNSURE, 16: slo.MISSES}) == (4, 8, slo.UNSURE)
+    ladder = Ladder(2, parse_step("x2"), 64)
+    assert ladder.next(2, slo.MEETS) == 4 and ladder.next(4, slo.UNSURE) == 3  # bisects below it
 
 
 def test_the_conclusion_says_to_add_workers_when_the_client_was_saturated():
@@ -184,7 +293,8 @@ def test_the_conclusion_says_to_add_workers_when_the_client_was_saturated():
 def test_capacity_options_are_checked_with_one_line_and_exit_2(tmp_path):
     for args in (["--slo", "ttft=fast"], ["--slo", "ttft_p95=1", "--step", "*2"],
                  ["--slo", "ttft_p95=1", "--think-time", "40-10"],
-                 ["--slo", "ttft_p95=1", "--start-students", "9", "--max-students", "4"]):
+                 ["--slo", "ttft_p95=1", "--start-students", "9", "--max-students", "4"],
+                 ["--slo", "ttft_p95=1", "--step-s", "60", "--max-step-s", "30"]):
         result = run_cli("capacity", *args, "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "x"))
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr and "error:" in result.stderr.strip().splitlines()[-1], result.stderr
