@@ -52,8 +52,16 @@ def table_blocks(long: pd.DataFrame, keys: dict[str, str] | None = None) -> list
     return blocks
 
 
-def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[str]) -> list[tuple]:
-    blocks = []
+def failure_sentence(failure: dict) -> str:
+    """A failed run, said where the report's warnings begin."""
+    return (f"**Incomplete run: the run failed**: {failure.get('cause', '?')} ({failure.get('where', '?')}, during "
+            f"{failure.get('during', '?')}); the traceback is in `failure.txt`. The figures cover the requests that "
+            "finished before it.")
+
+
+def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[str],
+                   failed: list[str] = ()) -> list[tuple]:
+    blocks = [("text", sentence) for sentence in failed]
     if incomplete:
         blocks.append(("text", "**Incomplete run**: no requests.csv in " + ", ".join(incomplete) +
                        " (killed or still running); the figures cover the requests that finished."))
@@ -80,11 +88,13 @@ def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
 
 def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
                    warnings: list[str], problems: list[str], long: pd.DataFrame,
-                   pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = ()) -> list[tuple]:
+                   pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = (),
+                   failure: dict | None = None) -> list[tuple]:
     incomplete = [] if facts["complete"] else ["this directory"]
+    failed = [failure_sentence(failure)] if failure else []
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
             *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long),
-            *warning_blocks(incomplete, warnings, problems),
+            *warning_blocks(incomplete, warnings, problems, failed),
             *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
             ("list", header_items(facts)), *table_blocks(long)]
 
@@ -92,15 +102,17 @@ def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: di
 def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd.DataFrame,
                    keys: dict[str, str], verdicts: list[str], warnings: list[str], problems: list[str],
                    long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
-                   capacity: list[str] = ()) -> list[tuple]:
+                   capacity: list[str] = (), failures: dict[str, dict] | None = None) -> list[tuple]:
+    """``failures``: a setup's failed run (its failure.json), by label."""
     incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
+    failed = [f"{keys[label]} ({label}): {failure_sentence(failure)}" for label, failure in (failures or {}).items()]
     blocks = [("title", "llm-bench compare: " + " vs ".join(keys.values())), ("list", legend),
               *headline_blocks(lines, keys)]
     if verdicts:
         blocks += [("heading", "The result, in words"),
                    ("text", "A setup is named only where its whole min–max range is better than every other "
                             "setup's."), ("list", verdicts)]
-    blocks += [*capacity_blocks(list(capacity), long, keys), *warning_blocks(incomplete, warnings, problems),
+    blocks += [*capacity_blocks(list(capacity), long, keys), *warning_blocks(incomplete, warnings, problems, failed),
                *chart_blocks(pictures), ("heading", "Details")]
     for label, facts in facts_by_setup.items():
         blocks += [("subheading", f"{keys[label]}: {label}"), ("list", header_items(facts))]

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench_tasks.record import COLUMNS, FIELD_TYPES
+from bench_tasks import run_failure
 from bench_tasks import slo as slos
 from bench_tasks.records_file import CAPACITY_JSONL, METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB
 
@@ -267,3 +268,9 @@ def _shared_hosts(merged: pd.DataFrame) -> list[str]:
             problems.append(f"setup {setup!r}: client {host!r} appears in {', '.join(dirs)}: merged as one run; "
                             "if these are separate runs, give them different labels")
     return problems
+
+
+def load_failure(directory: str | Path) -> dict | None:
+    """What ended the run early (``DIR/failure.json``: cause, where, during), or None when it did not
+    fail. A run that failed is incomplete even when its requests.csv was written."""
+    return run_failure.read(Path(directory))

@@ -38,7 +38,7 @@ def write_report(run_dir) -> list[Path]:
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
                                      problems + metric_problems + slo_problems, long, pictures,
-                                     capacity_sentences(records, {facts["setup"]: slo}))
+                                     capacity_sentences(records, {facts["setup"]: slo}), load.load_failure(run_dir))
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     written += [_bytes(run_dir / name, png) for name, (_spec, png) in pictures.items()]
@@ -68,9 +68,11 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
                           COMPARE_PNG: charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
+    failures = {label: failure for label, mine in by_setup.items() for run_dir in mine["run_dir"].unique()
+                if (failure := load.load_failure(run_dir)) is not None}
     blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
                                      verdict.verdicts(lines, keys), warnings, problems, long, pictures,
-                                     capacity_sentences(records, slos, keys))
+                                     capacity_sentences(records, slos, keys), failures)
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))

@@ -180,6 +180,14 @@ class Search:
             step.last_answer = self.clock()
         self.poll()
 
+    def waiting_on(self) -> str:
+        """What the search is waiting for, in words (the stall watchdog's message)."""
+        step = self.step
+        if step is None:
+            return "the search has ended"
+        return (f"step {step.number} ({step.students} students, {step.state}), "
+                f"{step.open} question(s) of its window in flight")
+
     def forget(self, user: str) -> list[Job]:
         return []  # a job is handed to the user that asked for it: nothing waits to be picked up
 

@@ -3,6 +3,10 @@
 A profile says how to switch thinking off, whether ``ignore_eos`` and per-event usage are
 accepted, how to tokenize and where the metrics are. ``detect`` recognises the engine from the
 server itself; ``--engine NAME`` overrides it.
+
+The profiles ship inside the ``configs`` package and are found through ``importlib.resources``,
+so an installed wheel reads its own copy wherever it was installed. A missing or broken set is a
+damaged install: ``ProfileError`` says so in one line, before any request is sent.
 """
 
 from __future__ import annotations
@@ -10,11 +14,17 @@ from __future__ import annotations
 import tomllib
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 from bench_tasks import server
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "configs" / "engines"
+PROFILES_PACKAGE, PROFILES_FOLDER = "configs", "engines"
+FALLBACK = "generic"  # what detect() answers when nothing else matches: a set without it is broken
+
+
+class ProfileError(Exception):
+    """The engine profiles of this install are missing or unreadable; the message says which and where."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +55,35 @@ class Profile:
         return extras
 
 
-def load_profiles(directory: Path = PROFILES_DIR) -> dict[str, Profile]:
+def profiles_dir() -> Traversable:
+    """Where this install keeps its engine profiles (inside the ``configs`` package)."""
+    try:
+        return resources.files(PROFILES_PACKAGE).joinpath(PROFILES_FOLDER)
+    except ModuleNotFoundError:
+        raise ProfileError(f"the engine profiles are not installed (no package {PROFILES_PACKAGE!r}); "
+                           "reinstall llm-bench") from None
+
+
+def load_profiles(directory: Traversable | None = None) -> dict[str, Profile]:
+    """Every profile of ``directory`` (default: this install's), by name; ProfileError when the set is
+    missing, a file cannot be read, or the fallback profile is not among them."""
+    directory = profiles_dir() if directory is None else directory
+    try:
+        files = sorted((f for f in directory.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+    except OSError:
+        files = []
     profiles = {}
-    for path in sorted(directory.glob("*.toml")):
-        data = tomllib.loads(path.read_text())
-        profiles[data["name"]] = Profile(**data)
+    for file in files:
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            profiles[data["name"]] = Profile(**data)
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+            raise ProfileError(f"engine profile {file} cannot be read ({type(exc).__name__}: {exc}); "
+                               "reinstall llm-bench") from None
+    if FALLBACK not in profiles:
+        found = f"only {', '.join(sorted(profiles))}" if profiles else "none"
+        raise ProfileError(f"no {FALLBACK!r} engine profile in {directory} ({found} found): the install is "
+                           "incomplete; reinstall llm-bench")
     return profiles
 
 
@@ -65,7 +99,7 @@ def detect(base_url: str, models: dict, *, api_key: str = "") -> Profile:
     profiles = load_profiles()
     owners = {str(m.get("owned_by", "")) for m in models.get("data", [])}
     server_header = _server_header(base_url, api_key)
-    candidates = [p for p in profiles.values() if p.name != "generic"]
+    candidates = [p for p in profiles.values() if p.name != FALLBACK]
     for candidate in candidates:
         if owners & set(candidate.detect.get("models_owned_by", [])):
             return candidate
@@ -78,7 +112,7 @@ def detect(base_url: str, models: dict, *, api_key: str = "") -> Profile:
                 return candidate
             except server.ServerError:
                 continue
-    return profiles["generic"]
+    return profiles[FALLBACK]
 
 
 def _server_header(base_url: str, api_key: str) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from bench_tasks.record import COLUMNS
+from bench_tasks.run_failure import FAILURE_JSON, FAILURE_TXT
 
 RECORDS_JSONL = "records.jsonl"  # local runner or master: every record of the run
 REQUESTS_CSV = "requests.csv"
@@ -28,7 +29,7 @@ CAPACITY_JSONL = "capacity.jsonl"  # capacity search: its SLO and options, each 
 # what llm-bench writes beside it before Locust starts. A new run moves an earlier run's files aside.
 RUN_FILES = (RECORDS_JSONL, REQUESTS_CSV, METRICS_JSONL, PROGRESS_JSONL, CAPACITY_JSONL, LOST_WORKERS_JSONL,
              WORKER_JSONL_GLOB, "client-*.json", "summary.md", "summary.csv", "report.html", "engine_clock.csv",
-             "*.png")
+             "*.png", FAILURE_JSON, FAILURE_TXT)
 CLI_RUN_FILES = (*RUN_FILES, "settings.json", "locust.log", "sim-truth.jsonl")
 EARLIER_RUNS = "earlier-runs"
 

@@ -71,6 +71,10 @@ def list_models(base_url: str, *, api_key: str = "") -> dict:
     answer = get_json(base_url, "/v1/models", api_key=api_key)
     if not isinstance(answer, dict) or not isinstance(answer.get("data"), list) or not answer["data"]:
         raise ServerError(f"{base_url}/v1/models lists no model: is this an OpenAI-compatible server?")
+    nameless = [m for m in answer["data"] if not isinstance(m, dict) or not isinstance(m.get("id"), str) or not m["id"]]
+    if nameless:
+        raise ServerError(f"{base_url}/v1/models lists {len(nameless)} model(s) without an id (e.g. "
+                          f"{str(nameless[0])[:80]}): is this an OpenAI-compatible server?")
     return answer
 
 

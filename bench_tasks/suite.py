@@ -163,6 +163,23 @@ class Coordinator:
             self._assigned[user] = Job(**{**job.__dict__, "release_at": release_at})
             del self._waiting[user]
 
+    def waiting_on(self) -> str:
+        """What the suite is waiting for, in words (the stall watchdog's message)."""
+        phase = self.phase
+        if phase is None:
+            return "the suite has ended"
+        held = self._outstanding - len(self._queue) - len(self._assigned)
+        parts = [f"phase {phase.name}"]
+        if not self.accepting:
+            parts.append("reading the engine's counters before it opens")
+        if held > 0:
+            parts.append(f"{held} job(s) in flight")
+        if phase.barrier and self._queue:
+            parts.append(f"waiting for {phase.users} users ({len(self._waiting)} ready)")
+        elif self._queue:
+            parts.append(f"{len(self._queue)} job(s) not taken yet")
+        return ", ".join(parts)
+
     def forget(self, user: str) -> list[Job]:
         """A user is gone (its worker died): it no longer counts at a barrier, and a job handed to
         it but not yet picked up is lost. Returns the lost jobs (already closed)."""

@@ -13,31 +13,59 @@ from bench_tasks.engine import Profile
 from bench_tasks.prompt import CountTokens
 
 
-def token_counter(base_url: str, profile: Profile, model: str, api_key: str = "") -> CountTokens:
+def token_counter(base_url: str, profile: Profile, model: str, api_key: str = "",
+                  timeout_s: float = 120.0) -> CountTokens:
+    """``timeout_s``: seconds without a byte before a count fails (the run's --read-timeout)."""
     shape = profile.tokenize.get("shape", "none")
     path = profile.tokenize.get("path", "")
     if shape == "vllm" and path:
-        return lambda messages: _vllm_count(base_url, path, model, messages, api_key)
+        return lambda messages: _vllm_count(base_url, path, model, messages, api_key, timeout_s)
     if shape == "llamacpp" and path:
-        return lambda messages: _llamacpp_count(base_url, path, messages, api_key)
-    return lambda messages: _probe_count(base_url, model, messages, api_key)
+        return lambda messages: _llamacpp_count(base_url, path, messages, api_key, timeout_s)
+    return lambda messages: _probe_count(base_url, model, messages, api_key, timeout_s)
 
 
-def _vllm_count(base_url, path, model, messages, api_key) -> int:
-    answer = server.post_json(base_url, path, {"model": model, "messages": messages}, api_key=api_key)
-    return int(answer["count"])
+def _vllm_count(base_url, path, model, messages, api_key, timeout_s) -> int:
+    answer = server.post_json(base_url, path, {"model": model, "messages": messages}, api_key=api_key,
+                              timeout_s=timeout_s)
+    return _count(base_url + path, answer, _get(answer, "count"))
 
 
-def _llamacpp_count(base_url, path, messages, api_key) -> int:
-    prompt = server.post_json(base_url, "/apply-template", {"messages": messages}, api_key=api_key)["prompt"]
-    answer = server.post_json(base_url, path, {"content": prompt, "add_special": True}, api_key=api_key)
-    return len(answer["tokens"])
+def _llamacpp_count(base_url, path, messages, api_key, timeout_s) -> int:
+    template = server.post_json(base_url, "/apply-template", {"messages": messages}, api_key=api_key,
+                                timeout_s=timeout_s)
+    prompt = _get(template, "prompt")
+    if not isinstance(prompt, str):
+        raise _odd(base_url + "/apply-template", template, "a prompt")
+    answer = server.post_json(base_url, path, {"content": prompt, "add_special": True}, api_key=api_key,
+                              timeout_s=timeout_s)
+    tokens = _get(answer, "tokens")
+    if not isinstance(tokens, list):
+        raise _odd(base_url + path, answer, "a list of tokens")
+    return len(tokens)
 
 
-def _probe_count(base_url, model, messages, api_key) -> int:
+def _probe_count(base_url, model, messages, api_key, timeout_s) -> int:
     probe = [dict(m) for m in messages]
     probe[0]["content"] = "[probe] " + probe[0]["content"]
     body = {"model": model, "messages": probe, "max_tokens": 1, "temperature": 0, "stream": False}
-    answer = server.post_json(base_url, "/v1/chat/completions", body, api_key=api_key)
+    answer = server.post_json(base_url, "/v1/chat/completions", body, api_key=api_key, timeout_s=timeout_s)
     # "[probe] " is about 3 tokens on common tokenizers; the record keeps the real prompt_tokens.
-    return int(answer["usage"]["prompt_tokens"]) - 3
+    return _count(base_url + "/v1/chat/completions", answer, _get(_get(answer, "usage"), "prompt_tokens")) - 3
+
+
+def _get(answer, key: str):
+    return answer.get(key) if isinstance(answer, dict) else None
+
+
+def _count(url: str, answer, value) -> int:
+    """``value`` as a token count; a server that answered something else cannot size a prompt: say so."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise _odd(url, answer, "a token count")
+    return int(value)
+
+
+def _odd(url: str, answer, wanted: str) -> server.ServerError:
+    text = repr(answer)
+    text = text if len(text) <= 120 else text[:117] + "..."
+    return server.ServerError(f"{url} answered {text}, not {wanted}: prompts cannot be sized to their token count")

@@ -7,6 +7,11 @@
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
     llm-bench sim [--port 8000] [simulated engine options]
+    llm-bench locustfile [NAME]
+
+Exit status: 0 done; 1 a measured request failed (--fail-on-error); 2 the command could not start
+(a usage mistake, an unreachable or odd server, a damaged install); 3 the run started and failed
+(failure.json says why); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,16 +20,18 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench_tasks import server
+import locustfiles
+from bench_tasks import run_failure, server, stall
 from bench_tasks import slo as slos
 from bench_tasks.capacity import SearchOptions, parse_step
 from bench_tasks.classroom import parse_think_time
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS
 from llm_bench import headless, progress, selftest
-from llm_bench.headless import UsageError
+from llm_bench.headless import RunFailed, UsageError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"llm-bench: error: {exc}", file=sys.stderr)
         return 2
+    except RunFailed as exc:  # a run whose command does not report on it (selftest)
+        print(f"llm-bench: {exc}", file=sys.stderr)
+        return run_failure.EXIT_CODE
     except KeyboardInterrupt:
         return 130
 
@@ -85,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     sim = commands.add_parser("sim", help="serve the simulated engine (an OpenAI-compatible server)")
     sim.add_argument("sim_args", nargs=argparse.REMAINDER, help="its options: `llm-bench sim --help`")
     sim.set_defaults(handler=run_sim)
+
+    locustfile = commands.add_parser("locustfile", help="print the path of an installed locustfile, for "
+                                                        "`locust -f` (without NAME: list them)")
+    locustfile.add_argument("name", nargs="?", help=f"one of {', '.join(locustfiles.RUNNABLE)}")
+    locustfile.set_defaults(handler=run_locustfile)
     return parser
 
 
@@ -188,25 +203,22 @@ def run_chat(args, argv: list[str]) -> int:
     extra += ["--ignore-eos"] if args.ignore_eos else []
     extra += [arg for question in args.question for arg in ("--chat-question", question)]
     extra += [arg for stop in args.stop for arg in ("--chat-stop", stop)]
-    _out_dir, failed = measure(args, argv, "chat.py", args.users, extra, {"workload": "chat"},
-                               progress.chat_plan(args.requests, args.users))
-    return exit_status(args, failed)
+    run = measure(args, argv, "chat.py", args.users, extra, {"workload": "chat"},
+                  progress.chat_plan(args.requests, args.users))
+    return exit_status(args, run)
 
 
 def run_quick(args, argv: list[str]) -> int:
-    from analysis import report
-
     started = time.perf_counter()
-    out_dir, failed = measure(args, argv, "quick_suite.py", 1, suite_locust_args(args),
-                              {"workload": "quick", "suite": vars_for_settings(args)}, progress.SUITE_PLAN)
+    run = measure(args, argv, "quick_suite.py", 1, suite_locust_args(args),
+                  {"workload": "quick", "suite": vars_for_settings(args)}, progress.SUITE_PLAN)
     print(f"suite ran in {time.perf_counter() - started:.0f} s")
-    for path in report.write_report(out_dir):
-        print(f"report: {path}")
-    return exit_status(args, failed)
+    write_report(run)
+    return exit_status(args, run)
 
 
 def run_capacity(args, argv: list[str]) -> int:
-    from analysis import capacity, load, report
+    from analysis import capacity, load
 
     if args.start_students > args.max_students:
         raise UsageError(f"--start-students {args.start_students} is above --max-students {args.max_students}")
@@ -214,17 +226,17 @@ def run_capacity(args, argv: list[str]) -> int:
         raise UsageError(f"--max-step-s {args.max_step_s:g} is shorter than --step-s {args.step_s:g}")
     settings = {"workload": "capacity", "capacity": {k: getattr(args, k) for k in CAPACITY_SETTINGS}}
     started = time.perf_counter()
-    out_dir, failed = measure(args, argv, "capacity.py", 1, capacity_locust_args(args), settings,
-                              progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S)
+    run = measure(args, argv, "capacity.py", 1, capacity_locust_args(args), settings, progress.SUITE_PLAN,
+                  run_time_s=SEARCH_RUN_TIME_S, idle_s=parse_think_time(args.think_time).max_s)
     print(f"search ran in {time.perf_counter() - started:.0f} s")
-    records, _info = load.load_run(out_dir)
-    slo = slos.parse(args.slo)
-    steps = capacity.steps(records, slo)
-    print(capacity.format_steps(steps, slo))
-    print(capacity.conclusion(steps, slo))
-    for path in report.write_report(out_dir):
-        print(f"report: {path}")
-    return exit_status(args, failed)
+    if run.recorded:
+        records, _info = load.load_run(run.out_dir)
+        slo = slos.parse(args.slo)
+        steps = capacity.steps(records, slo)
+        print(capacity.format_steps(steps, slo))
+        print(capacity.conclusion(steps, slo))
+    write_report(run)
+    return exit_status(args, run)
 
 
 CAPACITY_SETTINGS = ("slo", "think_time", "max_tokens", "ignore_eos", "start_students", "step", "max_students",
@@ -233,35 +245,63 @@ CAPACITY_SETTINGS = ("slo", "think_time", "max_tokens", "ignore_eos", "start_stu
 SEARCH_RUN_TIME_S = 7 * 24 * 3600  # the search ends by itself; Locust's own run-time limit must not cut it
 
 
+@dataclass(frozen=True)
+class Measured:
+    out_dir: Path
+    failed_requests: int  # measured requests that failed (their error classes are in the records)
+    recorded: bool  # the run wrote records (a run that failed at its start wrote none)
+    failure: RunFailed | None = None  # the run failed (failure.json)
+
+
 def measure(args, argv: list[str], locustfile: str, users: int, extra: list[str], settings: dict,
-            plan: progress.Plan, run_time_s: int = 3600) -> tuple[Path, int]:
+            plan: progress.Plan, run_time_s: int = 3600, idle_s: float = 0.0) -> Measured:
     """The measuring commands' common path: the target, its settings, Locust headless, a summary.
-    Returns the output directory and how many measured requests failed."""
+    A run that failed still gets its summary, from the records it kept."""
     from analysis import load, overview, records as record_sets, study
 
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
+    headless.check_engine(args.engine)
+    failure = None
     with headless.target_server(args.host, out_dir) as url:
         models = headless.check_server(url, api_key, args.model)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, settings)
         print(f"measuring {url}" + ("" if args.host else " (the built-in simulated engine)"), flush=True)
-        headless.run_locust(locustfile, url, out_dir, users, common_locust_args(args) + extra, api_key,
-                            run_time_s=run_time_s, watch=plan)
+        try:
+            headless.run_locust(locustfile, url, out_dir, users, common_locust_args(args) + extra, api_key,
+                                run_time_s=run_time_s, watch=plan,
+                                stall_s=stall.backstop_s(args.read_timeout, idle_s))
+        except RunFailed as exc:
+            failure = exc
     try:
         records, _info = load.load_run(out_dir)
     except load.RunDirError:
+        if failure is not None:
+            return Measured(out_dir, 0, False, failure)
         raise UsageError(f"the run wrote no records; see {out_dir / 'locust.log'}") from None
     print(overview.format_overview(overview.overview(records)))
     for warning in study.warnings(records):
         print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
-    return out_dir, len(record_sets.failed(record_sets.measured(records)))
+    return Measured(out_dir, len(record_sets.failed(record_sets.measured(records))), True, failure)
 
 
-def exit_status(args, failed: int) -> int:
-    """0 unless --fail-on-error and a measured request failed (its class is in the records)."""
-    if failed and args.fail_on_error:
-        print(f"llm-bench: {failed} measured request(s) failed (--fail-on-error)", file=sys.stderr)
+def write_report(run: Measured) -> None:
+    from analysis import report
+
+    if run.recorded:
+        for path in report.write_report(run.out_dir):
+            print(f"report: {path}")
+
+
+def exit_status(args, run: Measured) -> int:
+    """3 when the run failed (one line says why); else 0 unless --fail-on-error and a measured request
+    failed (its class is in the records)."""
+    if run.failure is not None:
+        print(f"llm-bench: {run.failure}", file=sys.stderr)
+        return run_failure.EXIT_CODE
+    if run.failed_requests and args.fail_on_error:
+        print(f"llm-bench: {run.failed_requests} measured request(s) failed (--fail-on-error)", file=sys.stderr)
         return 1
     return 0
 
@@ -296,6 +336,19 @@ def run_compare(args, argv: list[str]) -> int:
         raise UsageError(str(exc)) from None
     for path in paths:
         print(path)
+    return 0
+
+
+def run_locustfile(args, argv: list[str]) -> int:
+    """The path of one installed locustfile (for `locust -f "$(llm-bench locustfile NAME)"`), or the list."""
+    if args.name:
+        print(headless.locustfile_path(args.name))
+        return 0
+    folder = headless.locustfile_path(locustfiles.RUNNABLE[0]).parent
+    print(f"locustfiles in {folder} (llm-bench locustfile NAME prints one's path):")
+    width = max(len(name) for name in locustfiles.RUNNABLE)
+    for name in locustfiles.RUNNABLE:
+        print(f"  {name:<{width}}  {locustfiles.summary(name)}")
     return 0
 
 

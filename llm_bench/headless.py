@@ -18,15 +18,23 @@ from importlib import metadata
 from pathlib import Path
 
 import locustfiles
-from bench_tasks import server
-from bench_tasks.records_file import CLI_RUN_FILES, archive_run
+from bench_tasks import engine, run_failure, server, stall
+from bench_tasks.records_file import CLI_RUN_FILES, RECORDS_JSONL, REQUESTS_CSV, archive_run, read_jsonl, write_csv
 from llm_bench import progress
 
-LOCUSTFILES = Path(locustfiles.__file__).resolve().parent
+TERMINATE_GRACE_S = 10.0  # a stopped Locust writes requests.csv in this time, or is killed
 
 
 class UsageError(Exception):
     """A mistake the user can fix; the message says how."""
+
+
+class RunFailed(Exception):
+    """The run started and failed: ``failure`` (failure.json) says what, where and during what."""
+
+    def __init__(self, failure: dict, traceback_at: Path) -> None:
+        self.failure = failure
+        super().__init__(run_failure.line(failure, traceback_at))
 
 
 def prepare_out_dir(out: str) -> Path:
@@ -83,14 +91,38 @@ def check_server(url: str, api_key: str, model: str = "") -> dict:
     return models
 
 
-def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list[str], api_key: str,
-               run_time_s: int = 3600, cpu: int | None = None, watch: progress.Plan | None = None) -> int:
-    """Run one headless Locust; return its exit code. Our records go to out_dir.
+def check_engine(name: str) -> None:
+    """This install's engine profiles are readable, and ``--engine NAME`` is one of them (or auto)."""
+    try:
+        profiles = engine.load_profiles()
+    except engine.ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    if name != "auto" and name not in profiles:
+        raise UsageError(f"--engine {name!r} is not an engine profile; choose auto or one of: "
+                         f"{', '.join(sorted(profiles))}")
 
-    With ``watch``, a progress line follows the run (read from the files the run writes as it goes).
+
+def locustfile_path(name: str) -> Path:
+    try:
+        return locustfiles.path(name)
+    except LookupError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_locust(locustfile: str | Path, url: str, out_dir: Path, users: int, extra: list[str], api_key: str,
+               run_time_s: int = 3600, cpu: int | None = None, watch: progress.Plan | None = None,
+               stall_s: float | None = None) -> int:
+    """Run one headless Locust; return its exit code. Our records go to out_dir. ``locustfile``: a
+    runnable locustfile's name (``chat.py``), or a path.
+
+    With ``watch``, a progress line follows the run (read from the files the run writes as it goes);
+    with ``stall_s`` too, Locust is stopped when none of those files has moved for that long (a
+    backstop: the run's own watchdog should have ended it first). Raises RunFailed when the run
+    failed (failure.json), UsageError when Locust exited non-zero for another reason.
     """
+    path = locustfile if isinstance(locustfile, Path) else locustfile_path(locustfile)
     command = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILES / locustfile), "--headless",
+        sys.executable, "-m", "locust", "-f", str(path), "--headless",
         "--host", url, "-u", str(users), "-r", str(max(users, 1)), "-t", f"{run_time_s}s",
         "--llm-out", str(out_dir), "--only-summary", "--loglevel", "INFO", "--stop-timeout", "30",
         "--exit-code-on-error", "0", "--no-llm-report",  # the CLI writes the report itself
@@ -105,15 +137,51 @@ def run_locust(locustfile: str, url: str, out_dir: Path, users: int, extra: list
         pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
         child = subprocess.Popen(command, env=env, cwd=out_dir, stdout=log, stderr=subprocess.STDOUT,
                                  preexec_fn=pin)
+        still_s = None
         try:
             if watch is not None:
-                progress.follow(child, out_dir, watch, sys.stdout)
+                still_s = progress.follow(child, out_dir, watch, sys.stdout, stall_s)
+            if still_s is not None:
+                _stop(child)
             code = child.wait()
         finally:
             _let_finish(child)
+    if still_s is not None:
+        _record_backstop(out_dir, still_s)
+    failure = run_failure.read(out_dir)
+    if failure is not None:
+        raise RunFailed(failure, out_dir / run_failure.FAILURE_TXT)
+    if code == run_failure.EXIT_CODE:  # Locust failed the run but could not write failure.json
+        raise RunFailed({"cause": "the run failed and its failure.json could not be written", "where": "Locust",
+                         "during": "the run"}, out_dir / "locust.log")
     if code != 0:
         raise UsageError(f"locust exited with code {code}; see {out_dir / 'locust.log'}")
     return code
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """SIGTERM: Locust stops its users and writes requests.csv; a Locust too stuck for that is killed."""
+    child.terminate()
+    try:
+        child.wait(TERMINATE_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(10)
+
+
+def _record_backstop(out_dir: Path, still_s: float) -> None:
+    """The backstop stopped Locust: keep the records as a table and say why (unless Locust said first)."""
+    records = out_dir / RECORDS_JSONL
+    if records.exists() and not (out_dir / REQUESTS_CSV).exists():
+        write_csv(read_jsonl(records)[0], out_dir / REQUESTS_CSV)
+    if run_failure.read(out_dir) is not None:
+        return
+    log = out_dir / "locust.log"
+    tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:] if log.exists() else []
+    run_failure.write(out_dir, {
+        "cause": f"none of the run's files moved for {still_s:.0f} s (its stall limit + {stall.BACKSTOP_S:g} s) "
+                 "and its own watchdog did not end it; Locust was stopped", "where": "llm-bench's progress follower",
+        "during": "the run", "t": time.time(), "text": "The last lines of locust.log:\n" + "\n".join(tail) + "\n"})
 
 
 def _let_finish(child: subprocess.Popen, grace_s: float = 60.0) -> None:

@@ -9,6 +9,11 @@ On a terminal the line is rewritten in place twice a second; elsewhere (CI logs,
 line is printed when a phase ends and every ``HEARTBEAT_S`` while one is running, so a request
 that takes minutes (a 128K needle on a slow card) is seen to be in flight, and for how long.
 A capacity search also writes a ``note`` per judged step (its verdict), printed as its own line.
+
+The follower is also the command line's backstop: given a stall limit, it gives up when none of
+the run's files (records, progress, Locust's log) has moved for that long, and the caller stops
+Locust. While a run moves, an ``alive`` line reaches progress.jsonl every few seconds
+(locustfiles/activity.py), so a long answer streaming with no record yet is not taken for a stall.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import TextIO
 from bench_tasks import agent
 from bench_tasks.live_table import LiveTable
 from bench_tasks.records_file import PROGRESS_JSONL, RECORDS_JSONL
+
+LOCUST_LOG = "locust.log"
 
 HEARTBEAT_S = 30.0  # without a terminal: a line at least this often while a phase runs
 TTY_INTERVAL_S = 0.5
@@ -220,20 +227,42 @@ class Printer:
         self.stream.write("\r" + line[: width - 1] + "\x1b[K" + end)
 
 
-def follow(child, out_dir: Path, plan: Plan, stream: TextIO) -> None:
-    """Show the run's progress until ``child`` (the Locust process) exits."""
+def follow(child, out_dir: Path, plan: Plan, stream: TextIO, stall_s: float | None = None) -> float | None:
+    """Show the run's progress until ``child`` (the Locust process) exits; None then. With ``stall_s``:
+    when none of the run's files has moved for longer, say so and return how long they were still."""
     progress = Progress(plan, time.perf_counter())
     records, events = Tail(out_dir / RECORDS_JSONL), Tail(out_dir / PROGRESS_JSONL)
     printer = Printer(stream)
     interval_s = TTY_INTERVAL_S if printer.tty else PIPE_INTERVAL_S
+    sizes, moved_at = None, time.perf_counter()
     while True:
         exited = child.poll() is not None
         for event in events.read():
             progress.on_event(event)
         for row in records.read():
             progress.on_record(row)
+        now = time.perf_counter()
         if exited:
-            printer.close(progress, time.perf_counter())
-            return
-        printer.show(progress, time.perf_counter())
+            printer.close(progress, now)
+            return None
+        current = _sizes(out_dir)
+        if current != sizes:
+            sizes, moved_at = current, now
+        elif stall_s is not None and now - moved_at > stall_s:
+            printer.close(progress, now)
+            stream.write(f"no progress for {now - moved_at:.0f} s: stopping Locust\n")
+            stream.flush()
+            return now - moved_at
+        printer.show(progress, now)
         time.sleep(interval_s)
+
+
+def _sizes(out_dir: Path) -> tuple[int, ...]:
+    """How far each file the run writes has grown (-1: not there yet)."""
+    sizes = []
+    for name in (RECORDS_JSONL, PROGRESS_JSONL, LOCUST_LOG):
+        try:
+            sizes.append((out_dir / name).stat().st_size)
+        except OSError:
+            sizes.append(-1)
+    return tuple(sizes)

@@ -9,6 +9,11 @@ record reaches the master, and ends the run.
 Two coordinators drive it: the quick suite's plan (``SuiteShape``, bench_tasks.suite) and the
 capacity search (``CapacityShape``, bench_tasks.capacity), whose steps are classes of students
 judged against an SLO as their records come in.
+
+An exception in a shape's ``tick``, ``coordinate`` or ``reset_time`` (a subclass's too) fails the
+run (failure.py) instead of silently killing Locust's shape greenlet; and every tick the shape
+checks that the run still moves (activity.py): still for longer than bench_tasks.stall's limit,
+the run fails, saying what it was waiting for.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import gevent
 from locust import LoadTestShape, task
 from locust.runners import MasterRunner
 
-from bench_tasks import metrics
+from bench_tasks import metrics, stall
 from bench_tasks import slo as slos
 from bench_tasks.capacity import Search, SearchOptions
 from bench_tasks.classroom import parse_think_time
@@ -30,11 +35,16 @@ from bench_tasks.records_file import (CAPACITY_JSONL, LOST_WORKERS_JSONL, METRIC
                                       JsonlWriter)
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS, Coordinator, Job, SuiteOptions, plan
-from locustfiles import messaging
+from locustfiles import activity, failure, messaging
 from locustfiles.llm_user import LLMUser, target
 from locustfiles.sink import sink
 
 REPORT_WAIT_S = 3.5  # Locust workers report every 3 s: wait longer before stopping
+GUARDED = ("tick", "coordinate", "reset_time")
+
+
+class Stalled(Exception):
+    """The run has not moved for longer than bench_tasks.stall's limit."""
 
 
 def suite_options(parsed_options, scenarios: tuple[str, ...]) -> SuiteOptions:
@@ -56,6 +66,14 @@ class PhasedShape(LoadTestShape):
     abstract = True
     users: dict[str, type] = {}
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in GUARDED:
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "guarded", False):
+                setattr(cls, name, failure.guarded(name)(method))
+
+    @failure.guarded("reset_time")
     def reset_time(self) -> None:
         # Locust calls this twice when a run starts (start_shape, then start): one coordinator per run.
         super().reset_time()
@@ -68,25 +86,38 @@ class PhasedShape(LoadTestShape):
         self._running_class: type | None = None
         self._last_tick: tuple | None = None
         sink().start_new_run()  # before this run's first file is opened (test_start comes later)
+        activity.note()
         self.coordinator = self.coordinate(environment, Path(environment.parsed_options.llm_out))
+        if self.coordinator is None:
+            return  # coordinate failed, and so did the run
         messaging.serve(environment, self.coordinator)
         if current is None:
             environment.events.test_stop.add_listener(self._on_test_stop)
 
+    @failure.guarded("coordinate")
     def coordinate(self, environment, out: Path):
         """This run's coordinator (it sets ``self.progress``, the run's ProgressLog)."""
         raise NotImplementedError
 
+    def idle_s(self) -> float:
+        """Seconds the workload is silent by design (a student thinking): added to the stall limit."""
+        return 0.0
+
     def _on_test_stop(self, **_kwargs) -> None:
         self.stopped = True  # a run started again (web UI) begins a new suite
 
+    @failure.guarded("tick")
     def tick(self):
+        if failure.failed():
+            return self.runner.shape_last_tick or (0, 1)  # the failure is stopping the run: change nothing
         coordinator = getattr(self, "coordinator", None)
         if coordinator is None:
             self.reset_time()
             coordinator = self.coordinator
         self._close_lost_workers()
         phase = coordinator.phase
+        if phase is not None:
+            self._check_progress(coordinator)
         if phase is not None and not coordinator.accepting:
             # The engine's counters are being read between phases: nobody new may start (a warm-up
             # would land in the wrong phase's window); the last phase's users idle meanwhile.
@@ -109,6 +140,18 @@ class PhasedShape(LoadTestShape):
         if time.perf_counter() - self.finished_at < wait_s:
             return 0, 100, None
         return None
+
+    def _check_progress(self, coordinator) -> None:
+        read_timeout_s = self.runner.environment.parsed_options.read_timeout
+        limit_s = stall.limit_s(read_timeout_s, self.idle_s())
+        quiet_s = activity.quiet_s()
+        if quiet_s <= limit_s:
+            return
+        try:
+            raise Stalled(f"no progress for {quiet_s:.0f} s ({stall.explained(read_timeout_s, self.idle_s())}): "
+                          f"{coordinator.waiting_on()}")
+        except Stalled as exc:
+            failure.fail(self.runner.environment, exc, f"the stall watchdog of {type(self).__name__}")
 
     def _close_lost_workers(self) -> None:
         if not isinstance(self.runner, MasterRunner):
@@ -170,6 +213,9 @@ class CapacityShape(PhasedShape):
             sink().listeners.append(self._record)
         return Search(options, slos.parse(opts.slo), clock=time.perf_counter, on_enter=self._entered,
                       on_take=self.progress.job, on_verdict=self._judged)
+
+    def idle_s(self) -> float:
+        return parse_think_time(self.runner.environment.parsed_options.think_time).max_s
 
     def _record(self, row: dict) -> None:
         self.coordinator.record(row)

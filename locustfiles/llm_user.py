@@ -16,7 +16,6 @@ from pathlib import Path
 
 import gevent.lock
 from locust import FastHttpUser, events
-from locust.exception import StopUser
 from locust.runners import MasterRunner
 
 from bench_tasks import engine, server
@@ -24,7 +23,8 @@ from bench_tasks.payload import CHAT_PATH, chat_body, encode
 from bench_tasks.record import Record, add_flag
 from bench_tasks.stream import Recorder
 from locustfiles import options as _options  # noqa: F401 - registers our command-line options
-from locustfiles import transport
+from locustfiles import activity, transport
+from locustfiles import failure  # noqa: F401 - an exception anywhere in the run ends it, loudly
 from locustfiles.guard import guard
 from locustfiles.sink import sink
 from locustfiles import llm_tab  # noqa: F401,E402 - the web UI's LLM tab (after the sink: it listens to it)
@@ -82,11 +82,10 @@ class LLMUser(FastHttpUser):
         super().__init__(environment)
 
     def on_start(self) -> None:
-        try:
-            self.target = target(self.environment)
-        except server.ServerError as exc:
-            self.environment.runner.quit() if self.environment.runner else None
-            raise StopUser(str(exc)) from exc
+        # A server that answers the set-up requests oddly, or a damaged install (no engine profiles),
+        # raises here: Locust's user_error event, and the run fails with the cause (failure.py).
+        self.target = target(self.environment)
+        activity.note()
         self.warm_up()
 
     def warm_up(self) -> None:
@@ -182,7 +181,7 @@ def _read(resp, recorder: Recorder, record: Record, sock: transport.StampedSocke
         recorder.fail(transport.NOT_SSE, (resp.headers or {}).get("content-type", ""))
         return
     try:
-        recorder.consume(transport.timed_chunks(resp, sock))
+        recorder.consume(activity.watched(transport.timed_chunks(resp, sock)))
     except Exception as exc:  # noqa: BLE001 - every transport failure becomes an error class
         recorder.fail(transport.classify(exc), repr(exc)[:300])
 

@@ -18,6 +18,7 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench_tasks.suite import Coordinator, Job, records_per_job
+from locustfiles import activity, failure
 
 PINGS = 15
 
@@ -27,9 +28,13 @@ class LocalWork:
         self.coordinator = coordinator
 
     def take(self, scenario: str, user: str) -> Job | None:
-        return self.coordinator.take(scenario, user)
+        job = self.coordinator.take(scenario, user)
+        if job is not None:
+            activity.note()
+        return job
 
     def done(self, job: Job, user: str) -> None:
+        activity.note()
         self.coordinator.done(job)
 
 
@@ -147,6 +152,7 @@ def _on_take(environment, msg, **_kwargs) -> None:
         ledger.users_of.setdefault(msg.node_id, set()).add(msg.data["user"])
         if job is not None:
             ledger.held[msg.data["user"]] = job
+            activity.note()
     environment.runner.send_message("llm_job", {"user": msg.data["user"], "job": job and job.__dict__},
                                     client_id=msg.node_id)
 
@@ -154,6 +160,7 @@ def _on_take(environment, msg, **_kwargs) -> None:
 def _on_done(environment, msg, **_kwargs) -> None:
     if ledger.held.pop(msg.data["user"], None) is None:
         return  # already closed as lost
+    activity.note()
     job = Job(**msg.data["job"])
     ledger.records_done[msg.node_id] = ledger.records_done.get(msg.node_id, 0) + records_per_job(job)
     if _coordinator is not None:
@@ -175,9 +182,9 @@ def _on_ping(environment, msg, **_kwargs) -> None:
 def _register(environment, runner=None, **_kwargs) -> None:
     global _work
     if isinstance(runner, MasterRunner):
-        runner.register_message("llm_take", _on_take)
-        runner.register_message("llm_done", _on_done)
-        runner.register_message("llm_ping", _on_ping)
+        # Locust logs a handler's exception and goes on, leaving the worker's user waiting: fail instead.
+        for message, handler in (("llm_take", _on_take), ("llm_done", _on_done), ("llm_ping", _on_ping)):
+            runner.register_message(message, failure.handled(message, handler))
     elif isinstance(runner, WorkerRunner):
         _work = RemoteWork(runner)
         runner.register_message("llm_job", _work.on_job)

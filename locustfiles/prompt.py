@@ -6,6 +6,7 @@
 from bench_tasks import prompt
 from bench_tasks.record import add_flag
 from bench_tasks.tokens import token_counter
+from locustfiles import activity
 from locustfiles.coordination import SuiteShape, SuiteUser
 
 # The figure is the first token; a short answer keeps the phase quick, and ignore_eos (where the
@@ -18,7 +19,8 @@ class PromptUser(SuiteUser):
 
     def run_job(self, job) -> None:
         marker = prompt.fresh_marker()
-        count = token_counter(self.environment.host, self.target.profile, self.target.model, self.target.api_key)
+        count = activity.noted(token_counter(self.environment.host, self.target.profile, self.target.model,
+                                             self.target.api_key, self.environment.parsed_options.read_timeout))
         messages, _ = prompt.calibrate(lambda n: prompt.fresh_prompt(marker, n, seed=job.index), count, job.size)
         self.stream_chat(self.job_record(job, prompt_size=job.size), messages, ANSWER_TOKENS, ignore_eos=True,
                          judge=flag_cache_hit)

@@ -21,6 +21,7 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench_tasks.records_file import RECORDS_JSONL, REQUESTS_CSV, JsonlWriter, archive_run, read_jsonl, write_csv
+from locustfiles import activity, failure
 
 REPORT_KEY = "llm_records"
 
@@ -48,6 +49,7 @@ class RecordsSink:
 
     def add(self, row: dict) -> None:
         self.writer().write(row)
+        activity.note()
         self.count += 1
         self._fresh = False
         if self.is_worker:
@@ -66,7 +68,8 @@ class RecordsSink:
             self._writer.close()
             self._writer = None
         self.out_dir = Path(self.environment.parsed_options.llm_out).resolve()
-        archive_run(self.out_dir)
+        archive_run(self.out_dir)  # an earlier run's failure.json too: this run has not failed
+        failure.forget()
         self._fresh = True
 
     def take_pending(self) -> list[dict]:

@@ -1,0 +1,338 @@
+"""A failure is loud, quick and complete: one injected at each place a run can break ends the run well
+under a minute, with a one-line cause, a non-zero exit, the records so far kept and the report marked.
+
+Failures are injected by small locustfiles (tests/locustfiles_for_tests/) run with `locust` directly, and
+by servers whose answers to the set-up requests are odd, through the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from bench_tasks import engine, run_failure
+from bench_tasks.records_file import read_jsonl
+from llm_bench import headless, progress
+from tests.conftest import ROOT, load_records, run_cli
+from tests.test_distributed import free_port, start_master, start_worker
+
+INJECTED = ROOT / "tests" / "locustfiles_for_tests"
+FAST_S = 60  # every injected failure ends its run well under this
+pytestmark = pytest.mark.timeout(240)
+
+
+# -- a small OpenAI-like server whose answers a test makes odd, one at a time --
+
+STREAM = [{"id": "c1", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+          {"id": "c1", "choices": [{"index": 0, "delta": {"content": "Hello"}}]},
+          {"id": "c1", "choices": [{"index": 0, "delta": {"content": " there, friend"}}]},
+          {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+          {"id": "c1", "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}}]
+MODELS = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "someone"}]}
+
+
+@pytest.fixture
+def odd_server():
+    """odd_server(answers) -> base URL. ``answers`` maps a path to its JSON answer, a text (str), a list of
+    stream events (chat), or a function of how many times the path was asked; other paths answer 404."""
+    servers = []
+
+    def start(answers: dict) -> str:
+        asked: dict[str, int] = {}
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._answer()
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self._answer()
+
+            def _answer(self) -> None:
+                asked[self.path] = asked.get(self.path, 0) + 1
+                answer = answers.get(self.path)
+                if callable(answer):
+                    answer = answer(asked[self.path])
+                if answer is None:
+                    self._send(404, "text/plain", b"not here")
+                elif self.path == "/v1/chat/completions":
+                    events = b"".join(b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n"
+                                      for e in answer)
+                    self._send(200, "text/event-stream", events + b"data: [DONE]\n\n")
+                elif isinstance(answer, str):
+                    self._send(200, "text/html", answer.encode())
+                else:
+                    self._send(200, "application/json", json.dumps(answer).encode())
+
+            def _send(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def timed_cli(*args: str, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.perf_counter()
+    result = run_cli(*args, timeout=FAST_S * 2, **({"cwd": cwd} if cwd else {}))
+    return result, time.perf_counter() - started
+
+
+def assert_one_failure_line(result: subprocess.CompletedProcess, out: Path, during: str) -> str:
+    """Exit 3 and exactly one line on stderr: the cause, where, during what, where the traceback is."""
+    assert result.returncode == run_failure.EXIT_CODE, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    line = lines[0]
+    assert line.startswith("llm-bench: the run failed: ") and f"during {during}" in line, line
+    assert line.endswith(f"; traceback in {out / 'failure.txt'}"), line
+    assert "Traceback (most recent call last)" in (out / "failure.txt").read_text()
+    return line
+
+
+# -- through the command line: servers whose answers are odd --
+
+@pytest.mark.parametrize("models", [
+    {"data": {"id": "m"}},  # data not a list
+    {"data": [{"object": "model", "owned_by": "x"}]},  # models without ids
+    {"data": [{"id": None}]},
+    {"data": []},
+    ["m"],
+    "<html>a web page, not an API</html>",
+], ids=["data-not-a-list", "no-ids", "null-id", "no-models", "a-list", "html"])
+def test_odd_models_are_refused_by_the_server_check_in_one_line(odd_server, tmp_path, models):
+    url = odd_server({"/v1/models": models, "/v1/chat/completions": STREAM})
+    result, took_s = timed_cli("run", "chat", "--host", url, "--requests", "2", "--out", str(tmp_path / "run"))
+    assert result.returncode == 2 and took_s < FAST_S, (took_s, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"llm-bench: error: {url}/v1/models"), result.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "chat", "--requests", "3"], ["quick", "--only", "chat", "--runs", "1"]],
+                         ids=["run-chat", "quick"])
+def test_models_that_turn_odd_after_the_check_fail_the_run_in_on_start(odd_server, tmp_path, command):
+    """The server answered the command line's check, then not Locust's (restarted with another config)."""
+    url = odd_server({"/v1/models": lambda n: MODELS if n == 1 else {"data": "gone"},
+                      "/v1/chat/completions": STREAM})
+    out = tmp_path / "run"
+    result, took_s = timed_cli(*command, "--host", url, "--out", str(out))
+    user = "ChatUser" if command[0] == "run" else "ChatQuestionUser"
+    line = assert_one_failure_line(result, out, f"on_start of {user}")
+    assert took_s < FAST_S and f"ServerError: {url}/v1/models lists no model" in line, (took_s, line)
+    assert json.loads((out / "failure.json").read_text())["traceback"] == "failure.txt"
+
+
+def test_nonsense_from_tokenize_fails_the_run_mid_suite_and_keeps_what_was_measured(odd_server, tmp_path):
+    url = odd_server({"/v1/models": {"data": [{"id": "m", "owned_by": "vllm"}]},  # the vLLM profile: /tokenize
+                      "/tokenize": {"tokens": "nonsense"}, "/v1/chat/completions": STREAM})
+    out = tmp_path / "run"
+    result, took_s = timed_cli("quick", "--host", url, "--only", "chat,prompt", "--runs", "1", "--sizes", "300",
+                               "--out", str(out))
+    line = assert_one_failure_line(result, out, "task work of PromptUser")
+    assert took_s < FAST_S and f"{url}/tokenize answered {{'tokens': 'nonsense'}}, not a token count" in line, line
+    assert "(bench_tasks/tokens.py:" in line
+    records = load_records(out)  # requests.csv: the chat phase, measured before the failure
+    assert (out / "requests.csv").exists()
+    assert len(records.query("phase == 'chat'")) == 3 and records.query("phase == 'chat'")["ok"].all()
+    summary = (out / "summary.md").read_text()
+    assert "**Incomplete run: the run failed**: ServerError:" in summary
+    assert summary.index("the run failed") < summary.index("## Details")
+    assert "the run failed" in (out / "report.html").read_text()
+
+
+def test_odd_stream_events_are_failed_requests_and_the_run_ends(odd_server, tmp_path):
+    odd = [{"choices": "none"}, b"[1, 2]", {"choices": [None]}]
+    url = odd_server({"/v1/models": MODELS, "/v1/chat/completions": lambda n: STREAM if n == 1 else odd})
+    out = tmp_path / "run"
+    result, took_s = timed_cli("run", "chat", "--host", url, "--requests", "3", "--fail-on-error", "--out", str(out))
+    assert result.returncode == 1 and took_s < FAST_S, result.stderr[-3000:]
+    assert result.stderr.strip() == "llm-bench: 3 measured request(s) failed (--fail-on-error)"
+    chat = load_records(out).query("scenario == 'chat'")
+    assert len(chat) == 3 and not chat["ok"].any() and (chat["error"] != "").all()
+    assert not (out / "failure.json").exists()  # a failed request is a measurement, not a failed run
+
+
+def test_garbage_metrics_leave_the_run_whole(odd_server, tmp_path):
+    """The engine's counters are a bonus: a /metrics that answers garbage leaves them out, nothing more."""
+    url = odd_server({"/v1/models": {"data": [{"id": "m", "owned_by": "vllm"}]},
+                      "/metrics": "<html>not prometheus</html>", "/v1/chat/completions": STREAM})
+    out = tmp_path / "run"
+    result, took_s = timed_cli("quick", "--host", url, "--only", "chat", "--runs", "1", "--out", str(out))
+    assert result.returncode == 0 and took_s < FAST_S, result.stderr[-3000:]
+    assert (out / "summary.md").exists() and not (out / "failure.json").exists()
+    assert all(json.loads(line)["metrics"] == {} for line in (out / "metrics.jsonl").read_text().splitlines())
+
+
+def test_an_unknown_engine_or_a_broken_profile_set_is_one_line_before_anything_runs(tmp_path):
+    result, _ = timed_cli("run", "chat", "--engine", "nope", "--out", str(tmp_path / "a"))
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "llm-bench: error: --engine 'nope' is not an engine profile; choose auto or one of: "
+        "generic, llamacpp, ollama, sglang, sim, vllm"]
+
+
+def test_profile_sets_that_are_missing_or_broken_say_so_in_one_line(tmp_path):
+    with pytest.raises(engine.ProfileError, match=r"no 'generic' engine profile in .* \(none found\): the install is"):
+        engine.load_profiles(tmp_path / "absent")
+    (tmp_path / "vllm.toml").write_text((ROOT / "configs" / "engines" / "vllm.toml").read_text())
+    with pytest.raises(engine.ProfileError, match=r"\(only vllm found\)"):
+        engine.load_profiles(tmp_path)
+    (tmp_path / "generic.toml").write_text("name = \n")
+    with pytest.raises(engine.ProfileError, match=r"generic.toml cannot be read \(TOMLDecodeError"):
+        engine.load_profiles(tmp_path)
+    assert sorted(engine.load_profiles()) == ["generic", "llamacpp", "ollama", "sglang", "sim", "vllm"]
+
+
+# -- inside Locust: a failure injected at each place, `locust` run directly --
+
+INJECTIONS = {
+    "missing_profiles": ("on_start of ChatQuestionUser",
+                         "ProfileError: the engine profiles are not installed (no package "
+                         "'configs_that_were_not_installed'); reinstall llm-bench", "bench_tasks/engine.py:"),
+    "failing_task": ("task work of BrokenChatUser", "ZeroDivisionError: injected in a task", "failing_task.py:"),
+    "raising_listener": ("listener count_requests of Locust's request event", "RuntimeError: injected in a listener",
+                         "raising_listener.py:"),
+    "raising_greenlet": ("greenlet explode_later", "ValueError: injected in a greenlet", "raising_greenlet.py:"),
+    "failing_shape": ("tick of BrokenSuite", "LookupError: injected in the shape's tick", "failing_shape.py:"),
+    "failing_sink": ("task work of ChatQuestionUser", "OSError: [Errno 28] No space left on device",
+                     "failing_sink.py:"),
+}
+
+
+def run_locust(locustfile: str, url: str, out: Path, *options: str) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "locust", "-f", str(INJECTED / f"{locustfile}.py"), "--headless",
+                             "--host", url, "--llm-out", str(out), *options], capture_output=True, text=True,
+                            timeout=FAST_S * 2, cwd=out.parent)
+    return result, time.perf_counter() - started
+
+
+@pytest.mark.parametrize("locustfile", list(INJECTIONS))
+def test_a_failure_injected_into_a_run_ends_it_loudly(start_sim, tmp_path, locustfile):
+    during, cause, where = INJECTIONS[locustfile]
+    sim = start_sim(decode_tps=400.0)
+    out = tmp_path / "run"
+    result, took_s = run_locust(locustfile, sim.url, out, "--only", "chat,burst", "--runs", "2", "--bursts", "2",
+                                "--no-llm-report")
+    assert result.returncode == run_failure.EXIT_CODE and took_s < FAST_S, (took_s, result.stderr[-3000:])
+    failure = json.loads((out / "failure.json").read_text())
+    assert (failure["cause"], failure["during"]) == (cause, during)
+    assert where in failure["where"] and failure["traceback"] == "failure.txt"
+    lines = [line for line in result.stderr.splitlines() if "llm-bench: the run failed" in line]
+    assert len(lines) == 1 and f"({failure['where']}, during {during}); traceback in " in lines[0], lines
+    if locustfile != "missing_profiles":  # it failed before its first request
+        records = load_records(out)
+        assert (out / "requests.csv").exists() and len(records[records["scenario"] != "warmup"]) >= 1
+
+
+def test_a_failed_run_s_report_says_why_at_the_top_of_its_warnings(start_sim, tmp_path):
+    sim = start_sim(decode_tps=400.0)
+    out = tmp_path / "run"
+    result, took_s = run_locust("failing_task", sim.url, out, "--only", "chat", "--runs", "2")  # report written
+    assert result.returncode == run_failure.EXIT_CODE and took_s < FAST_S, result.stderr[-3000:]
+    summary = (out / "summary.md").read_text()
+    assert ("**Incomplete run: the run failed**: ZeroDivisionError: injected in a task "
+            f"({INJECTED / 'failing_task.py'}:11 in run_job, during task work of BrokenChatUser)") in summary
+    result = run_cli("report", str(out))  # the report written again later says the same
+    assert result.returncode == 0 and "the run failed" in (out / "summary.md").read_text()
+
+
+def test_a_new_run_in_the_same_directory_has_not_failed(start_sim, tmp_path):
+    sim = start_sim(decode_tps=400.0)
+    out = tmp_path / "run"
+    failed, _ = run_locust("failing_task", sim.url, out, "--only", "chat", "--runs", "2", "--no-llm-report")
+    assert failed.returncode == run_failure.EXIT_CODE
+    fine = run_cli("quick", "--host", sim.url, "--only", "chat", "--runs", "1", "--out", str(out))
+    assert fine.returncode == 0, fine.stderr[-3000:]
+    assert not (out / "failure.json").exists() and "the run failed" not in (out / "summary.md").read_text()
+    assert (out / "earlier-runs" / "1" / "failure.json").exists()
+
+
+def test_a_run_that_stops_moving_is_ended_by_its_stall_watchdog(start_sim, tmp_path):
+    sim = start_sim(decode_tps=400.0)
+    out = tmp_path / "run"
+    result, took_s = run_locust("stalling_user", sim.url, out, "--only", "chat", "--runs", "2", "--read-timeout", "1",
+                                "--no-llm-report")
+    assert result.returncode == run_failure.EXIT_CODE and took_s < FAST_S, (took_s, result.stderr[-3000:])
+    failure = json.loads((out / "failure.json").read_text())
+    assert failure["during"] == "the stall watchdog of StuckSuite"
+    assert failure["cause"].startswith("Stalled: no progress for 1"), failure  # 13 s and a tick
+    assert failure["cause"].endswith("s (3 x --read-timeout 1 s + 10 s): phase chat, 1 job(s) in flight, "
+                                     "4 job(s) not taken yet"), failure
+    assert len(load_records(out).query("scenario == 'chat'")) == 1  # the first job's answer, kept
+
+
+def test_a_wedged_locust_is_stopped_by_the_command_line_s_backstop(start_sim, tmp_path):
+    sim = start_sim(decode_tps=400.0)
+    out = tmp_path / "run"
+    out.mkdir()
+    started = time.perf_counter()
+    with pytest.raises(headless.RunFailed, match=r"none of the run's files moved for \d+ s") as failed:
+        headless.run_locust(INJECTED / "wedged_process.py", sim.url, out, 1, ["--llm-requests", "20"], api_key="",
+                            watch=progress.chat_plan(20, 1), stall_s=4)
+    assert time.perf_counter() - started < FAST_S
+    assert str(failed.value).endswith(f"(llm-bench's progress follower, during the run); traceback in "
+                                      f"{out / 'failure.txt'}")
+    # requests.csv: written by the command line from records.jsonl (the killed Locust could not)
+    kept, _bad = read_jsonl(out / "records.jsonl")
+    assert (out / "requests.csv").exists() and len(load_records(out)) == len(kept) >= 3
+    assert "The last lines of locust.log" in (out / "failure.txt").read_text()
+
+
+def test_a_worker_s_failure_ends_the_whole_distributed_run_with_its_cause(start_sim, tmp_path):
+    sim = start_sim(decode_tps=400.0)
+    out, port = tmp_path / "run", free_port()
+    out.mkdir()
+    locustfile = INJECTED / "failing_task.py"
+    started = time.perf_counter()
+    master = start_master(sim.url, out, port, ["--only", "chat", "--runs", "2", "--no-llm-report"], workers=1,
+                          locustfile=locustfile)
+    worker = start_worker(port, tmp_path / "worker.log", locustfile=locustfile)
+    try:
+        code = master.wait(timeout=FAST_S)
+        took_s = time.perf_counter() - started
+        worker_code = worker.wait(timeout=30)
+    finally:
+        for process in (master, worker):
+            process.kill()
+    log = (tmp_path / "master.log").read_text()
+    assert code == run_failure.EXIT_CODE and took_s < FAST_S, log[-3000:]
+    assert worker_code == run_failure.EXIT_CODE, (tmp_path / "worker.log").read_text()[-3000:]
+    failure = json.loads((out / "failure.json").read_text())
+    assert failure["cause"] == "ZeroDivisionError: injected in a task"
+    assert failure["during"].startswith("task work of BrokenChatUser on worker ")
+    assert "Traceback (most recent call last)" in (out / "failure.txt").read_text()  # the worker's, on the master
+    assert sum("llm-bench: the run failed" in line for line in log.splitlines()) == 1
+    assert len(load_records(out).query("scenario == 'chat'")) == 1 and (out / "requests.csv").exists()
+
+
+# -- the locustfiles' paths, for people who run Locust themselves --
+
+def test_llm_bench_locustfile_prints_a_path_or_lists_them(tmp_path):
+    one = run_cli("locustfile", "quick_suite", cwd=tmp_path)
+    assert one.returncode == 0 and one.stdout == f"{ROOT / 'locustfiles' / 'quick_suite.py'}\n"
+    listed = run_cli("locustfile", cwd=tmp_path)
+    assert listed.returncode == 0 and "quick_suite  The quick suite: chat, fresh prompts" in listed.stdout
+    unknown = run_cli("locustfile", "coordination", cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("llm-bench: error: no locustfile 'coordination'")
