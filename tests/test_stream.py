@@ -288,7 +288,8 @@ def content(text: str) -> bytes:
 # lines (joined by a newline, which is JSON whitespace), LF, CRLF and CR line endings, mixed (a CR line
 # then a CRLF blank line: sseclient-py's own blank-line search misses it), and a last event that the
 # body ends without its blank line.
-AWKWARD_STREAM = (b": ping\r\nevent: message\r\nid: 7\r\ndata: {\"choices\": [{\"delta\":\r\ndata: {\"content\": \"a\"}}]}\r\n\r\n"
+AWKWARD_STREAM = (b": ping\r\nevent: message\r\nid: 7\r\n"
+                  b"data: {\"choices\": [{\"delta\":\r\ndata: {\"content\": \"a\"}}]}\r\n\r\n"
                   b"data: " + content("b") + b"\r\rdata: " + content("c") + b"\n\ndata: " + content("d") + b"\r\r\n"
                   b"data: " + content("e") + b"\n\r\ndata: [DONE]")
 
