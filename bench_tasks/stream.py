@@ -2,17 +2,21 @@
 
 No clock is read here. The caller stamps each chunk as it arrives (``time.perf_counter()`` in the
 Locust glue, exact synthetic times in the tests) and the Recorder turns the stamped chunks into
-figures. sseclient-py's ``SSEClient`` cuts the bytes into server-sent events, and the Recorder
-decides what each event means. SSEClient pulls the chunks lazily, one at a time, and hands on each
-event as soon as the chunk that completes it is in: the stamp of the chunk last pulled is the
-event's. Per event this is sseclient-py's parse and one JSON parse; the rest once per request.
+figures. sseclient-py's ``SSEClient`` parses the server-sent events, and the Recorder decides what
+each event means. SSEClient is fed per chunk read: the whole events that chunk completed (up to its
+last blank line; the rest waits for the next chunk), which it parses at once, so each event gets
+the stamp of the chunk that completed it. Fed so, nothing of SSEClient waits for the network: left
+to pull the reads itself, its two generators and ours waited inside every read, and resuming them
+after each wait cost as much again as its parse (a W3 c=400 run: 24.8 against 22.9 us per token).
+Per event this is sseclient-py's parse and one JSON parse; the rest once per request.
 
 How the stream is read, where sseclient-py and the SSE specification (WHATWG HTML, "Interpreting an
 event stream") could disagree:
 
 - Lines end with LF, CRLF or CR, mixed as a server likes: the chunks are handed to SSEClient with
-  LF endings (its own blank-line search misses a CR line followed by a CRLF blank line). A CR that
-  ends a chunk ends its line at once; an LF that opens the next chunk is then its CRLF's second half.
+  LF endings (its own blank-line search misses a CR line followed by a CRLF blank line, and would
+  hold a CRLF's event for its LF). A CR that ends a chunk ends its line at once; an LF that opens
+  the next chunk is then its CRLF's second half.
 - A byte-order mark before the first line is dropped, as the specification says (sseclient-py
   would read ``\ufeffdata`` as an unknown field and lose the first event).
 - An event whose data is empty (``data:``) is dispatched, as the specification says; it carries
@@ -64,7 +68,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import orjson
 from sseclient import SSEClient
@@ -95,7 +99,7 @@ class Recorder:
         self.first_event_usage: dict | None = None
         self.first_event_lateness: float | None = None  # of the read that brought the first content event
         self.lateness_max: float | None = None
-        self._t = t_send  # arrival of the chunk being read
+        self._t = t_send  # arrival of the chunk being parsed
         self._lateness: float | None = None  # of the chunk being read
         self.usage: dict | None = None
         self.timings: dict | None = None
@@ -117,27 +121,37 @@ class Recorder:
         """Read the whole stream, or until [DONE] or an error event. Each chunk comes with its
         arrival ``t`` and how long it waited in the kernel before it was read (None: unknown). An
         event gets the arrival time of the chunk that completes it."""
-        self._t = self.t_send
+        whole = [b""]  # SSEClient's source: the whole events the chunk just read completed
+        parser = SSEClient(whole)
+        held = b""  # the start of an event whose blank line is yet to come
+        first, cr_ended = True, False  # cr_ended: the chunk before ended with a CR
         try:
-            for event in SSEClient(self._chunks(timed_chunks)).events():
-                if not self._on_event(event.data):
-                    return
+            for t, chunk, lateness in timed_chunks:
+                self._t, self._lateness = t, lateness
+                if lateness is not None and (self.lateness_max is None or lateness > self.lateness_max):
+                    self.lateness_max = lateness
+                if first and chunk:
+                    first, chunk = False, chunk[3:] if chunk.startswith(BOM) else chunk
+                if b"\r" in chunk or cr_ended:
+                    chunk, cr_ended = _with_lf(chunk, cr_ended)
+                if held:
+                    chunk = held + chunk
+                end = chunk.rfind(b"\n\n") + 2  # after the last blank line: the events it ended
+                if end < 2:
+                    held = chunk
+                    continue
+                held = chunk[end:]
+                whole[0] = chunk[:end] if held else chunk
+                for event in parser.events():
+                    if not self._on_event(event.data):
+                        return
+            if held:  # the body ended inside an event: it still counts (see above)
+                whole[0] = held
+                for event in parser.events():
+                    if not self._on_event(event.data):
+                        return
         except UnicodeDecodeError as exc:
             self._fail(MALFORMED_EVENT, f"not UTF-8: {exc.object[max(0, exc.start - 80):exc.end + 80]!r}")
-
-    def _chunks(self, timed_chunks: Iterable[tuple[float, bytes, float | None]]) -> Iterator[bytes]:
-        """The chunks as SSEClient reads them (LF line endings, no byte-order mark), noting the
-        stamp of each as it is pulled."""
-        first, cr_ended = True, False  # cr_ended: the chunk before ended with a CR
-        for t, chunk, lateness in timed_chunks:
-            self._t, self._lateness = t, lateness
-            if lateness is not None and (self.lateness_max is None or lateness > self.lateness_max):
-                self.lateness_max = lateness
-            if first and chunk:
-                first, chunk = False, chunk[3:] if chunk.startswith(BOM) else chunk
-            if b"\r" in chunk or cr_ended:
-                chunk, cr_ended = _with_lf(chunk, cr_ended)
-            yield chunk
 
     def _on_event(self, data: str) -> bool:
         if data == "[DONE]":
