@@ -105,7 +105,7 @@ def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
                                  decode_slowdown=0.0, tokens_per_event=workload.tokens_per_event,
                                  answer_tokens_min=workload.tokens, answer_tokens_max=workload.tokens,
                                  truth_log=str(truth_log))
-    cores = sorted(os.sched_getaffinity(0))
+    cores = _cores()
     client_cpu = cores[-1] if len(cores) >= 2 else None
     with simengine.start_process(config) as sim:
         if len(cores) >= 2:
@@ -127,6 +127,12 @@ def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
     row.update(bare_accuracy(bare["result"], bare["truth"]))
     row["cpu_vs_bare"] = _ratio(row["cpu_us_per_token"], row["bare_cpu_us_per_token"])
     return row
+
+
+def _cores() -> list[int]:
+    """The cores this process may use where a process can be pinned (Linux); elsewhere none: nothing
+    is pinned, and engine and client share the cores as the system schedules them."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
 
 
 @contextlib.contextmanager
