@@ -142,16 +142,20 @@ class Recorder:
                     continue
                 held = chunk[end:]
                 whole[0] = chunk[:end] if held else chunk
-                for event in parser.events():
-                    if not self._on_event(event.data):
-                        return
-            if held:  # the body ended inside an event: it still counts (see above)
-                whole[0] = held
-                for event in parser.events():
-                    if not self._on_event(event.data):
-                        return
+                if not self._parse(parser):
+                    return
+            whole[0] = held  # the body ended inside an event: it still counts (see above)
+            if held:
+                self._parse(parser)
         except UnicodeDecodeError as exc:
             self._fail(MALFORMED_EVENT, f"not UTF-8: {exc.object[max(0, exc.start - 80):exc.end + 80]!r}")
+
+    def _parse(self, parser: SSEClient) -> bool:
+        """The events in the parser's source, one by one; False: [DONE] or an error ended the stream."""
+        for event in parser.events():
+            if not self._on_event(event.data):
+                return False
+        return True
 
     def _on_event(self, data: str) -> bool:
         if data == "[DONE]":

@@ -83,7 +83,7 @@ def run(args, _argv) -> int:
     import tempfile
 
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="llm-bench-selftest-"))
-    bare_passes: dict = {}  # streams shape -> the bare reader's figures
+    bare_passes: dict = {}  # streams shape -> the bare reader's figures (one pass serves both stamp settings)
     rows = [measure(workload, out / _slug(workload.name), bare_passes)
             for workload in (SMALL_WORKLOADS if args.small else WORKLOADS)]
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
@@ -96,7 +96,8 @@ def run(args, _argv) -> int:
 
 def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
     """Run one workload: engine on core 0, client on core 1 (when there are two); then, the first time
-    these streams are run, the bare reader on the client's core against the same engine."""
+    these streams are run, the bare reader on the client's core against the same engine (its figures
+    kept in ``bare_passes`` by streams shape)."""
     import simengine
 
     out_dir = headless.prepare_out_dir(str(out_dir))
@@ -114,17 +115,13 @@ def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
                  "--max-tokens", str(workload.tokens), "--ignore-eos", "--engine", "sim"]
         with _kernel_stamps(workload.kernel_stamps):
             headless.run_locust("chat.py", sim.url, out_dir, workload.streams, extra, api_key="", cpu=client_cpu)
-        bare = bare_passes.get(workload.streams_shape)
-        if bare is None:
-            bare = read_bare(workload, config.model, sim.url, out_dir, client_cpu)
+        shape = workload.streams_shape
+        bare = None if shape in bare_passes else read_bare(workload, config.model, sim.url, out_dir, client_cpu)
     records, _info = load_run(out_dir)
-    truth = pd.read_json(truth_log, lines=True)
-    client = _client_cost(out_dir)
-    if "truth" not in bare:
-        bare["truth"] = truth  # its requests are in this engine's log
-        bare_passes[workload.streams_shape] = bare
-    row = {"workload": workload.name, **accuracy(records, truth, client)}
-    row.update(bare_accuracy(bare["result"], bare["truth"]))
+    truth = pd.read_json(truth_log, lines=True)  # the bare reader's requests are in it too
+    if bare is not None:
+        bare_passes[shape] = bare_accuracy(bare, truth)
+    row = {"workload": workload.name, **accuracy(records, truth, _client_cost(out_dir)), **bare_passes[shape]}
     row["cpu_vs_bare"] = _ratio(row["cpu_us_per_token"], row["bare_cpu_us_per_token"])
     return row
 
@@ -163,7 +160,7 @@ def read_bare(workload: Workload, model: str, url: str, out_dir: Path, cpu: int 
                     "--streams", str(workload.streams), "--requests-per-stream", str(workload.requests_per_stream),
                     "--timeout-s", str(timeout_s), "--out", str(out)],
                    check=True, timeout=timeout_s + 30, preexec_fn=pin)
-    return {"result": json.loads(out.read_text())}
+    return json.loads(out.read_text())
 
 
 def bare_accuracy(bare: dict, truth: pd.DataFrame) -> dict:
