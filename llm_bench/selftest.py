@@ -5,19 +5,30 @@ it with the engine and the client pinned to different cores (so neither slows th
 request with the engine's log, and prints the client's errors and its own cost:
 
 - W1: 12 streams, 128 tokens each, with 1 and with 4 tokens per event (speculative decoding);
-- W3: c streams of 50 tok/s, 200 tokens each, for c = 50, 200, 400 (ideal total: 50 x c tok/s).
+- W3: c streams of 50 tok/s, 200 tokens each, for c = 50, 200, 400 (ideal total: 50 x c tok/s);
+- the fallback of laptops without kernel receive stamps (macOS, Windows): W1 1/event, W3 c=200 and
+  c=400 again with the stamps switched off (``LLM_BENCH_KERNEL_STAMPS=0``), rows of their own.
+
+Each workload's streams are read a second time, in the same run and from the same engine, by the bare
+reader (llm_bench.bare_reader: the cheapest honest Python client), in its own process on the client's
+core: ``cpu_vs_bare`` is llm-bench's CPU per token over the bare reader's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from dataclasses import dataclass
+import subprocess
+import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.load import load_run
+from bench_tasks import chat, engine
+from bench_tasks.payload import chat_body, encode
 from llm_bench import headless
 
 TTFT_ERROR_LIMIT_S = 0.040  # beyond this a first-token figure says more about the client
@@ -32,25 +43,38 @@ class Workload:
     tokens_per_event: int = 1
     stream_tps: float = 50.0
     requests_per_stream: int = 2
+    kernel_stamps: bool = True
+
+    @property
+    def streams_shape(self) -> tuple:
+        """What the engine streams: the same for both stamp settings, so one bare pass serves both."""
+        return self.streams, self.tokens, self.tokens_per_event, self.stream_tps, self.requests_per_stream
 
 
+NO_STAMPS = " (no kernel stamps)"
+W1, W3_200, W3_400 = Workload("W1 12x128 1/event", 12, 128, 1), Workload("W3 c=200", 200, 200), \
+    Workload("W3 c=400", 400, 200)
+W1_SMALL = Workload("W1 4x32 1/event", 4, 32, 1, 100.0)
 WORKLOADS = (
-    Workload("W1 12x128 1/event", 12, 128, 1),
+    W1,
     Workload("W1 12x128 4/event", 12, 128, 4),
     Workload("W3 c=50", 50, 200),
-    Workload("W3 c=200", 200, 200),
-    Workload("W3 c=400", 400, 200),
+    W3_200,
+    W3_400,
+    *(replace(w, name=w.name + NO_STAMPS, kernel_stamps=False) for w in (W1, W3_200, W3_400)),
 )
-SMALL_WORKLOADS = (Workload("W1 4x32 1/event", 4, 32, 1, 100.0), Workload("W1 4x32 4/event", 4, 32, 4, 100.0))
+SMALL_WORKLOADS = (W1_SMALL, Workload("W1 4x32 4/event", 4, 32, 4, 100.0),
+                   replace(W1_SMALL, name=W1_SMALL.name + NO_STAMPS, kernel_stamps=False))
 
-TABLE_COLUMNS = ["workload", "requests", "ttft_err_p50_ms", "ttft_err_p99_ms", "engine_read_lag_p50_ms",
-                 "decode_err_p50_pct", "delivered_tps", "true_tps", "delivered_share", "cpu_us_per_token",
-                 "client_cpu_load", "over_limit", "saturated", "trustworthy"]
+TABLE_COLUMNS = ["workload", "requests", "ttft_err_p50_ms", "bare_ttft_err_p50_ms", "ttft_err_p99_ms",
+                 "engine_read_lag_p50_ms", "decode_err_p50_pct", "delivered_tps", "true_tps", "delivered_share",
+                 "cpu_us_per_token", "bare_cpu_us_per_token", "cpu_vs_bare", "client_cpu_load", "over_limit",
+                 "saturated", "trustworthy"]
 
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("selftest", help="measure this client's own accuracy and capacity here")
-    parser.add_argument("--small", action="store_true", help="two tiny workloads only (a check, not a measurement)")
+    parser.add_argument("--small", action="store_true", help="three tiny workloads only (a check, not a measurement)")
     parser.add_argument("--out", default="", help="keep each workload's records in this directory")
     parser.set_defaults(handler=run)
 
@@ -59,7 +83,9 @@ def run(args, _argv) -> int:
     import tempfile
 
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="llm-bench-selftest-"))
-    rows = [measure(workload, out / _slug(workload.name)) for workload in (SMALL_WORKLOADS if args.small else WORKLOADS)]
+    bare_passes: dict = {}  # streams shape -> the bare reader's figures (one pass serves both stamp settings)
+    rows = [measure(workload, out / _slug(workload.name), bare_passes)
+            for workload in (SMALL_WORKLOADS if args.small else WORKLOADS)]
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     table.to_csv(out / "selftest.csv", index=False)
     print(format_table(table))
@@ -68,8 +94,10 @@ def run(args, _argv) -> int:
     return 0
 
 
-def measure(workload: Workload, out_dir: Path) -> dict:
-    """Run one workload: engine on core 0, client on core 1 (when there are two)."""
+def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
+    """Run one workload: engine on core 0, client on core 1 (when there are two); then, the first time
+    these streams are run, the bare reader on the client's core against the same engine (its figures
+    kept in ``bare_passes`` by streams shape)."""
     import simengine
 
     out_dir = headless.prepare_out_dir(str(out_dir))
@@ -78,18 +106,76 @@ def measure(workload: Workload, out_dir: Path) -> dict:
                                  decode_slowdown=0.0, tokens_per_event=workload.tokens_per_event,
                                  answer_tokens_min=workload.tokens, answer_tokens_max=workload.tokens,
                                  truth_log=str(truth_log))
-    cores = sorted(os.sched_getaffinity(0))
+    cores = _cores()
+    client_cpu = cores[-1] if len(cores) >= 2 else None
     with simengine.start_process(config) as sim:
         if len(cores) >= 2:
             os.sched_setaffinity(sim.popen.pid, {cores[0]})
         extra = ["--llm-requests", str(workload.streams * workload.requests_per_stream),
                  "--max-tokens", str(workload.tokens), "--ignore-eos", "--engine", "sim"]
-        headless.run_locust("chat.py", sim.url, out_dir, workload.streams, extra, api_key="",
-                            cpu=cores[-1] if len(cores) >= 2 else None)
+        with _kernel_stamps(workload.kernel_stamps):
+            headless.run_locust("chat.py", sim.url, out_dir, workload.streams, extra, api_key="", cpu=client_cpu)
+        shape = workload.streams_shape
+        bare = None if shape in bare_passes else read_bare(workload, config.model, sim.url, out_dir, client_cpu)
     records, _info = load_run(out_dir)
-    truth = pd.read_json(truth_log, lines=True)
-    client = _client_cost(out_dir)
-    return {"workload": workload.name, **accuracy(records, truth, client)}
+    truth = pd.read_json(truth_log, lines=True)  # the bare reader's requests are in it too
+    if bare is not None:
+        bare_passes[shape] = bare_accuracy(bare, truth)
+    row = {"workload": workload.name, **accuracy(records, truth, _client_cost(out_dir)), **bare_passes[shape]}
+    row["cpu_vs_bare"] = _ratio(row["cpu_us_per_token"], row["bare_cpu_us_per_token"])
+    return row
+
+
+def _cores() -> list[int]:
+    """The cores this process may use where a process can be pinned (Linux); elsewhere none: nothing
+    is pinned, and engine and client share the cores as the system schedules them."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+
+
+@contextlib.contextmanager
+def _kernel_stamps(on: bool):
+    """Locust runs with kernel receive stamps on (where the system has them) or switched off."""
+    saved = os.environ.get("LLM_BENCH_KERNEL_STAMPS")
+    if not on:
+        os.environ["LLM_BENCH_KERNEL_STAMPS"] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("LLM_BENCH_KERNEL_STAMPS", None)
+        else:
+            os.environ["LLM_BENCH_KERNEL_STAMPS"] = saved
+
+
+def read_bare(workload: Workload, model: str, url: str, out_dir: Path, cpu: int | None) -> dict:
+    """The bare reader on the same streams: the body llm-bench sends to this engine, in a process of
+    its own on the client's core."""
+    body = chat_body(model, chat.messages(chat.QUESTIONS[0]), workload.tokens, ignore_eos=True,
+                     extras=engine.profile("sim").extras())
+    (out_dir / "bare-body.json").write_bytes(encode(body))
+    out = out_dir / "bare-reader.json"
+    timeout_s = 60 + 3 * workload.requests_per_stream * workload.tokens / workload.stream_tps
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    subprocess.run([sys.executable, "-m", "llm_bench.bare_reader", url, str(out_dir / "bare-body.json"),
+                    "--streams", str(workload.streams), "--requests-per-stream", str(workload.requests_per_stream),
+                    "--timeout-s", str(timeout_s), "--out", str(out)],
+                   check=True, timeout=timeout_s + 30, preexec_fn=pin)
+    return json.loads(out.read_text())
+
+
+def bare_accuracy(bare: dict, truth: pd.DataFrame) -> dict:
+    """The bare reader's first-token error and CPU per token against the engine's truth (pure): it
+    dates a first token when its read returns, and counts the tokens the engine sent it."""
+    requests = pd.DataFrame(bare["requests"], columns=["request_id", "t_send", "t_first_content"])
+    joined = requests.dropna().set_index("request_id").join(truth.set_index("request_id"), how="inner")
+    ttft_err = joined["t_first_content"].astype(float) - joined["t_first_token"].astype(float)
+    tokens = joined["completion_tokens"].astype(float).sum()
+    return {"bare_ttft_err_p50_ms": ttft_err.median() * 1000 if len(joined) else None,
+            "bare_cpu_us_per_token": bare["cpu_s"] / tokens * 1e6 if bare["cpu_s"] and tokens else None}
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator and denominator else None
 
 
 def _client_cost(out_dir: Path) -> dict:
@@ -140,22 +226,30 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
     return row
 
 
+# (header, column, decimals) of the printed table, after the workload's name
+PRINTED = [("n", "requests", None), ("TTFT err p50 ms", "ttft_err_p50_ms", 2), ("bare", "bare_ttft_err_p50_ms", 2),
+           ("p99 ms", "ttft_err_p99_ms", 1), ("engine lag ms", "engine_read_lag_p50_ms", 2),
+           ("decode err %", "decode_err_p50_pct", 3), ("delivered tok/s", "delivered_tps", 0),
+           ("true tok/s", "true_tps", 0), ("share", "delivered_share", 3), ("CPU us/token", "cpu_us_per_token", 0),
+           ("bare", "bare_cpu_us_per_token", 0), ("vs bare", "cpu_vs_bare", 2), ("CPU load", "client_cpu_load", 2),
+           ("over 40ms", "over_limit", None), ("flagged", "saturated", None), ("trust", "trustworthy", None)]
+
+
 def format_table(table: pd.DataFrame) -> str:
     def cell(value, digits):
         if value is None or pd.isna(value):
             return "-"
+        if digits is None:
+            return str(value)
         return f"{0.0 if abs(value) < 0.5 * 10 ** -digits else value:.{digits}f}"  # no "-0.00"
 
-    lines = [f"{'workload':<20}{'n':>5}{'TTFT err p50 ms':>17}{'p99 ms':>9}{'engine lag ms':>15}{'decode err %':>14}"
-             f"{'delivered tok/s':>17}{'true tok/s':>12}{'share':>8}{'CPU us/token':>14}{'CPU load':>10}"
-             f"{'over 40ms':>11}{'flagged':>9}{'trust':>7}"]
-    for row in table.itertuples(index=False):
-        lines.append(f"{row.workload:<20}{row.requests:>5}{cell(row.ttft_err_p50_ms, 2):>17}"
-                     f"{cell(row.ttft_err_p99_ms, 1):>9}{cell(row.engine_read_lag_p50_ms, 2):>15}"
-                     f"{cell(row.decode_err_p50_pct, 3):>14}"
-                     f"{cell(row.delivered_tps, 0):>17}{cell(row.true_tps, 0):>12}{cell(row.delivered_share, 3):>8}"
-                     f"{cell(row.cpu_us_per_token, 0):>14}{cell(row.client_cpu_load, 2):>10}{row.over_limit:>11}"
-                     f"{row.saturated:>9}{'yes' if row.trustworthy else 'NO':>7}")
+    name_width = max([len("workload"), *map(len, table["workload"])]) + 2
+    widths = [max(len(header), 5) + 2 for header, _, _ in PRINTED]
+    lines = [f"{'workload':<{name_width}}" + "".join(f"{h:>{w}}" for (h, _, _), w in zip(PRINTED, widths))]
+    for row in table.to_dict("records"):
+        cells = [("yes" if row[column] else "NO") if column == "trustworthy" else cell(row[column], digits)
+                 for _, column, digits in PRINTED]
+        lines.append(f"{row['workload']:<{name_width}}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     return "\n".join(lines)
 
 

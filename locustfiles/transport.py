@@ -7,6 +7,7 @@ as soon as it arrives. It is private API, so every use of it lives in this modul
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import struct
@@ -122,7 +123,9 @@ def drain(response) -> None:
 
 # Linux stamps every received packet in the kernel when asked (SO_TIMESTAMPNS; 35 on x86-64 and
 # arm64, whose ancillary data is a 64-bit struct timespec). Elsewhere reads are stamped as they return.
-KERNEL_STAMPS = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "aarch64", "arm64")
+# LLM_BENCH_KERNEL_STAMPS=0 switches them off here too: the path of macOS and Windows, tested on Linux.
+KERNEL_STAMPS = (os.environ.get("LLM_BENCH_KERNEL_STAMPS", "1") != "0" and sys.platform.startswith("linux")
+                 and platform.machine() in ("x86_64", "aarch64", "arm64"))
 SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("qq")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0

@@ -3,17 +3,20 @@
 import pandas as pd
 import pytest
 
-from llm_bench.selftest import TABLE_COLUMNS, accuracy
+from llm_bench.selftest import NO_STAMPS, TABLE_COLUMNS, accuracy, bare_accuracy
 from tests.conftest import run_cli
 
 
 def test_small_selftest_prints_a_complete_table_with_bounded_errors(tmp_path):
     result = run_cli("selftest", "--small", "--out", str(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "TTFT err p50 ms" in result.stdout and "trust" in result.stdout
+    assert "TTFT err p50 ms" in result.stdout and "vs bare" in result.stdout and "trust" in result.stdout
     table = pd.read_csv(tmp_path / "selftest.csv")
-    assert list(table.columns) == TABLE_COLUMNS and len(table) == 2
+    assert list(table.columns) == TABLE_COLUMNS and len(table) == 3
+    assert table["workload"].str.endswith(NO_STAMPS).sum() == 1  # the fallback of laptops without kernel stamps
     assert table.notna().all().all()
+    ratio = table["cpu_us_per_token"] / table["bare_cpu_us_per_token"]
+    assert list(table["cpu_vs_bare"]) == pytest.approx(list(ratio))
     # Light load: the client's errors are small (generous bounds: CI machines are shared).
     assert (table["ttft_err_p50_ms"].abs() < 20).all()
     assert (table["decode_err_p50_pct"].abs() < 2).all()
@@ -41,3 +44,15 @@ def test_accuracy_joins_on_request_id_and_computes_each_figure():
     assert row["cpu_us_per_token"] == pytest.approx(0.0208 / 208 * 1e6)
     assert row["saturated"] == 1 and not row["trustworthy"]
     assert row["over_limit"] == 0  # 5 and 10 ms off: neither past the 40 ms limit
+
+
+def test_bare_accuracy_joins_its_requests_with_the_truth():
+    bare = {"cpu_s": 0.002, "requests": [
+        {"request_id": "a", "t_send": 10.0, "t_first_content": 10.103, "content_events": 100},
+        {"request_id": "b", "t_send": 10.5, "t_first_content": 10.709, "content_events": 100},
+        {"request_id": None, "t_send": 11.0, "t_first_content": None, "content_events": 0, "error": "HTTP/1.1 500"}]}
+    truth = pd.DataFrame({"request_id": ["a", "b", "x"], "t_first_token": [10.100, 10.700, 9.0],
+                          "completion_tokens": [100, 100, 8]})
+    row = bare_accuracy(bare, truth)
+    assert row["bare_ttft_err_p50_ms"] == pytest.approx(6.0)  # 3 and 9 ms late
+    assert row["bare_cpu_us_per_token"] == pytest.approx(0.002 / 200 * 1e6)  # the tokens the engine sent it

@@ -280,19 +280,59 @@ def test_tokens_accepted_from_a_draft_arrive_back_to_back_and_are_not_a_lump():
     assert lumped.flags == "bunched"
 
 
-def test_framer_events_from_bytes_cut_anywhere_with_any_line_ending():
-    from bench_tasks.stream import EventFramer
+def content(text: str) -> bytes:
+    return json.dumps({"choices": [{"delta": {"content": text}}]}).encode()
 
-    stream = b": ping\r\nevent: message\r\nid: 7\r\ndata: {\"a\":\r\ndata:1}\r\n\r\ndata: two\r\rdata: three\n\ndata: [DONE]"
-    expected = [b'{"a":\n1}', b"two", b"three", b"[DONE]"]
-    for cut in range(1, len(stream)):  # a CR at the end of a piece may be half of a CRLF
-        framer = EventFramer()
-        events = framer.feed(stream[:cut]) + framer.feed(stream[cut:]) + framer.close()
-        assert events == expected, cut
-    framer = EventFramer()
-    assert [e for i in range(len(stream)) for e in framer.feed(stream[i:i + 1])] + framer.close() == expected
-    assert EventFramer().feed(b"data:\n\ndata: \n\n") == []  # empty data: no event, as the specification says
-    assert EventFramer().feed(b"event: x\n\n: only a comment\n\n") == []  # no data: no event
+
+# Every kind of line the SSE specification allows: a comment, fields other than data, data over two
+# lines (joined by a newline, which is JSON whitespace), LF, CRLF and CR line endings, mixed (a CR line
+# then a CRLF blank line: sseclient-py's own blank-line search misses it), and a last event that the
+# body ends without its blank line.
+AWKWARD_STREAM = (b": ping\r\nevent: message\r\nid: 7\r\n"
+                  b"data: {\"choices\": [{\"delta\":\r\ndata: {\"content\": \"a\"}}]}\r\n\r\n"
+                  b"data: " + content("b") + b"\r\rdata: " + content("c") + b"\n\ndata: " + content("d") + b"\r\r\n"
+                  b"data: " + content("e") + b"\n\r\ndata: [DONE]")
+
+
+def read(pieces: list[bytes]) -> tuple[Recorder, Record]:
+    return measure([(float(i), piece) for i, piece in enumerate(pieces)])
+
+
+def test_events_from_bytes_cut_anywhere_with_any_line_ending():
+    for pieces in all_splits(AWKWARD_STREAM):  # a CR at the end of a piece may be half of a CRLF
+        recorder, r = read(pieces)
+        assert (recorder.answer_text, r.content_events, r.done, r.error) == ("abcde", 5, True, ""), pieces
+
+
+def test_a_line_ended_by_a_cr_ends_when_the_cr_arrives():
+    """A CR ends its line at once: the event it closes is not held for the LF that may follow."""
+    for blank_line in (b"\r", b"\r\n"):
+        ending = blank_line[:1]  # the chunk ends with the blank line's CR; its LF (if any) comes later
+        timed = [(1.0, b"data: " + content("x") + blank_line + ending), (2.0, blank_line[1:] + b"data: [DONE]\n\n")]
+        _, r = measure(timed)
+        assert r.ttft_s == 1.0 and r.done and r.content_events == 1, blank_line
+
+
+def test_events_without_data_are_not_events_and_empty_data_is_skipped():
+    # The specification dispatches "data:" with empty data (sseclient-py does too): nothing to measure.
+    events = [b"event: x\n\n: only a comment\n\nid: 3\n\n", b"data:\n\ndata: \n\n", sse(chunk("hi")),
+              b"data: [DONE]\n\n"]
+    recorder, r = read(events)
+    assert r.error == "" and r.done and recorder.answer_text == "hi" and r.ttft_s == 2.0
+
+
+def test_a_byte_order_mark_before_the_first_line_is_dropped():
+    recorder, r = read([b"\xef\xbb\xbf" + sse(chunk("first")), sse(chunk(" second")), b"data: [DONE]\n\n"])
+    assert recorder.answer_text == "first second" and r.ttft_s == 0.0
+
+
+def test_utf8_split_between_reads_is_whole_and_bytes_that_are_not_utf8_are_malformed():
+    body = b"data: " + json.dumps(chunk("café"), ensure_ascii=False).encode() + b"\n\ndata: [DONE]\n\n"
+    cut = body.index("é".encode()) + 1  # between the two bytes of é
+    recorder, r = read([body[:cut], body[cut:]])
+    assert recorder.answer_text == "café" and r.ok
+    _, bad = read([sse(chunk("ok")), b'data: {"choices": [{"delta": {"content": "\xff"}}]}\n\n', b"data: [DONE]\n\n"])
+    assert bad.error == "malformed_event" and "not UTF-8" in bad.error_detail and bad.content_events == 1
 
 
 def test_the_first_token_stamp_is_as_coarse_as_the_read_that_brought_it():
