@@ -123,23 +123,50 @@ def _tokens(long: pd.DataFrame, row: str) -> float:
     return float(hit["median"].max()) if len(hit) else float("nan")
 
 
-def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.LayerChart | None:
-    """Per-token latency (itl_s, in ms) of every successful request: a box per phase and setup."""
+BOX_COLUMNS = ["phase", "setup", "key", "n", "min", "q1", "median", "q3", "max"]
+
+
+def latency_boxes(records: pd.DataFrame, keys: dict[str, str]) -> pd.DataFrame:
+    """Per phase and setup, the box of its successful requests' per-token latency (itl_s, in ms): n,
+    min, first quartile, median, third quartile, max (quartiles interpolate linearly, as Vega's do).
+    A few rows, whatever the number of requests: the chart is drawn from these, not from every request.
+    Requests without itl_s are left out, never read as 0; a phase and setup with none has no box."""
     ok = succeeded(measured(records))
     ok = ok[ok["setup"].isin(list(keys))]
-    itl_ms = pd.to_numeric(ok["itl_s"], errors="coerce") * 1000
-    frame = pd.DataFrame({"phase": ok["phase"], "key": ok["setup"].map(keys), "itl_ms": itl_ms}).dropna()
+    itl_ms = pd.to_numeric(ok["itl_s"], errors="coerce").astype(float) * 1000
+    frame = pd.DataFrame({"phase": ok["phase"], "setup": ok["setup"], "itl_ms": itl_ms}).dropna()
     if frame.empty:
+        return pd.DataFrame(columns=BOX_COLUMNS)
+    groups = frame.groupby(["phase", "setup"], sort=False)["itl_ms"]
+    boxes = groups.agg(n="size", min="min", median="median", max="max")
+    boxes["q1"], boxes["q3"] = groups.quantile(0.25), groups.quantile(0.75)
+    boxes = boxes.reset_index()
+    return boxes.assign(key=boxes["setup"].map(keys))[BOX_COLUMNS]
+
+
+def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.LayerChart | None:
+    """Per-token latency (itl_s, in ms) of every successful request: a box per phase and setup (the
+    quartiles), whiskers from min to max, drawn from ``latency_boxes``."""
+    boxes = latency_boxes(records, keys)
+    if boxes.empty:
         return None
-    phases = [p for p in phase_order(ok) if p in set(frame["phase"])]
+    phases = [p for p in phase_order(succeeded(measured(records))) if p in set(boxes["phase"])]
     order = list(keys.values())
-    scale, words = _value_scale(frame["itl_ms"])
-    boxes = alt.Chart(frame).mark_boxplot(extent="min-max").encode(
+    scale, words = _value_scale(pd.concat([boxes["min"], boxes["max"]]))
+    shown = boxes.assign(**{f"{c}_text": boxes[c].map(lambda v: f"{v:.2f}") for c in ("min", "q1", "median", "q3", "max")})
+    base = alt.Chart(shown).encode(
         x=alt.X("phase:N", sort=phases, title="phase", axis=alt.Axis(labelAngle=-45)),
         xOffset=alt.XOffset("key:N", sort=order), color=alt.Color("key:N", sort=order, title="setup"),
-        y=alt.Y("itl_ms:Q", title=f"itl_s (ms) per request{words}", scale=scale))
-    return boxes.properties(title="Per-token latency per request (itl_s)",
-                            width=max(240, 26 * len(phases) * len(order)), height=260)
+        tooltip=[alt.Tooltip("key:N", title="setup"), alt.Tooltip("setup:N", title="label"),
+                 alt.Tooltip("phase:N", title="phase"), alt.Tooltip("n:Q", title="requests"),
+                 *[alt.Tooltip(f"{c}_text:N", title=f"{name} ms") for c, name in
+                   (("max", "max"), ("q3", "q3"), ("median", "median"), ("q1", "q1"), ("min", "min"))]])
+    y = alt.Y("min:Q", title=f"itl_s (ms) per request: quartiles, min–max{words}", scale=scale)
+    whiskers = base.mark_rule().encode(y=y, y2="max:Q")
+    box = base.mark_bar(opacity=0.85).encode(y="q1:Q", y2="q3:Q")
+    median = base.mark_tick(color="white", thickness=2).encode(y="median:Q")
+    return alt.layer(whiskers, box, median).properties(
+        title="Per-token latency per request (itl_s)", width=max(240, 26 * len(phases) * len(order)), height=260)
 
 
 CAPACITY_PANELS = (  # (panel title, y axis, unit, [(figure, what the line is)]) of the capacity chart
