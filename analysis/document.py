@@ -52,11 +52,14 @@ def table_blocks(long: pd.DataFrame, keys: dict[str, str] | None = None) -> list
     return blocks
 
 
-def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[str]) -> list[tuple]:
+def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[str],
+                   lost: list[str] = ()) -> list[tuple]:
     blocks = []
     if incomplete:
         blocks.append(("text", "**Incomplete run**: no requests.csv in " + ", ".join(incomplete) +
                        " (killed or still running); the figures cover the requests that finished."))
+    if lost:
+        blocks += [("text", "**Lost workers**: the run went on without them"), ("list", list(lost))]
     if warnings:
         blocks += [("text", "**Warnings**"), ("list", warnings)]
     if problems:
@@ -80,11 +83,12 @@ def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
 
 def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
                    warnings: list[str], problems: list[str], long: pd.DataFrame,
-                   pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = ()) -> list[tuple]:
+                   pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = (),
+                   lost: list[str] = ()) -> list[tuple]:
     incomplete = [] if facts["complete"] else ["this directory"]
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
             *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long),
-            *warning_blocks(incomplete, warnings, problems),
+            *warning_blocks(incomplete, warnings, problems, lost),
             *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
             ("list", header_items(facts)), *table_blocks(long)]
 
@@ -92,7 +96,7 @@ def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: di
 def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd.DataFrame,
                    keys: dict[str, str], verdicts: list[str], warnings: list[str], problems: list[str],
                    long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
-                   capacity: list[str] = ()) -> list[tuple]:
+                   capacity: list[str] = (), lost: list[str] = ()) -> list[tuple]:
     incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
     blocks = [("title", "llm-bench compare: " + " vs ".join(keys.values())), ("list", legend),
               *headline_blocks(lines, keys)]
@@ -100,7 +104,7 @@ def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd
         blocks += [("heading", "The result, in words"),
                    ("text", "A setup is named only where its whole min–max range is better than every other "
                             "setup's."), ("list", verdicts)]
-    blocks += [*capacity_blocks(list(capacity), long, keys), *warning_blocks(incomplete, warnings, problems),
+    blocks += [*capacity_blocks(list(capacity), long, keys), *warning_blocks(incomplete, warnings, problems, lost),
                *chart_blocks(pictures), ("heading", "Details")]
     for label, facts in facts_by_setup.items():
         blocks += [("subheading", f"{keys[label]}: {label}"), ("list", header_items(facts))]

@@ -24,7 +24,8 @@ from pandas.api.types import infer_dtype
 
 from bench_tasks.record import COLUMNS, FIELD_TYPES
 from bench_tasks import slo as slos
-from bench_tasks.records_file import CAPACITY_JSONL, METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB
+from bench_tasks.records_file import (CAPACITY_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV,
+                                      WORKER_JSONL_GLOB)
 
 SETTINGS_JSON = "settings.json"
 _TRUE = ("true", "1", "yes")
@@ -118,6 +119,27 @@ def load_metric_names(directory: str | Path) -> dict:
             if isinstance(names, dict):
                 return names
     return {}
+
+
+LOST_COLUMNS = ["worker", "client_host", "client_pid", "lost_at", "phase", "in_flight_jobs", "in_flight",
+                "records_finished", "records_received"]
+
+
+def load_lost_workers(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """``DIR/lost-workers.jsonl`` (distributed runs): one row per worker the master lost, in
+    LOST_COLUMNS (a field an older file lacks is missing); problems met reading it."""
+    path = Path(directory) / LOST_WORKERS_JSONL
+    rows, problems = [], []
+    if path.exists():
+        for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+            if not line.strip():
+                continue
+            row = _json_object(line)
+            if row is None or "worker" not in row:
+                problems.append(f"{LOST_WORKERS_JSONL} line {number}: not a lost worker; skipped")
+                continue
+            rows.append({column: row.get(column) for column in LOST_COLUMNS})
+    return pd.DataFrame(rows, columns=LOST_COLUMNS), problems
 
 
 def load_settings(directory: str | Path) -> dict:
@@ -453,7 +475,7 @@ def _jsonl_chunk(rows: list[dict]) -> pd.DataFrame:
     for row in rows:
         if tuple(row) != COLUMNS:  # what a run writes: the Record's fields, in order
             keys.update(dict.fromkeys(row))
-    return pd.DataFrame(rows, columns=list(keys))
+    return pd.DataFrame(rows, columns=list(keys), dtype=object)  # JSON values as they are: 1 stays 1
 
 
 def _cell(value) -> str:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import agreement, capacity, charts, document, headline, legend, load, study, summary, verdict
+from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, study, summary,
+                      verdict)
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
@@ -27,7 +28,9 @@ def write_report(run_dir) -> list[Path]:
     records, problems = load.load_runs([run_dir])
     metrics, metric_problems = load.load_metrics(run_dir)
     settings = load.load_settings(run_dir)
-    facts = summary.facts(records, settings)
+    lost, lost_problems = load.load_lost_workers(run_dir)
+    losses = lost_workers.losses(records, lost)
+    facts = summary.facts(records, settings, list(losses["client_host"]))
     slo, slo_problems = load.load_slo(run_dir)
     long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
     keys = legend.setup_keys([facts["setup"]])
@@ -37,8 +40,9 @@ def write_report(run_dir) -> list[Path]:
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
-                                     problems + metric_problems + slo_problems, long, pictures,
-                                     capacity_sentences(records, {facts["setup"]: slo}))
+                                     problems + metric_problems + slo_problems + lost_problems, long, pictures,
+                                     capacity_sentences(records, {facts["setup"]: slo}),
+                                     lost_workers.sentences(losses))
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     written += [_bytes(run_dir / name, png) for name, (_spec, png) in pictures.items()]
@@ -61,7 +65,9 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}
     settings = {label: load.load_settings(mine["run_dir"].iloc[0]) for label, mine in by_setup.items()}
-    facts = {label: summary.facts(mine, settings[label]) for label, mine in by_setup.items()}
+    losses = {label: _losses(mine, problems) for label, mine in by_setup.items()}
+    facts = {label: summary.facts(mine, settings[label], list(losses[label]["client_host"]))
+             for label, mine in by_setup.items()}
     warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
     lines = headline.headline(long, setups)
     pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, slos),
@@ -70,7 +76,9 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
                                      verdict.verdicts(lines, keys), warnings, problems, long, pictures,
-                                     capacity_sentences(records, slos, keys))
+                                     capacity_sentences(records, slos, keys),
+                                     [f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
+                                      for sentence in lost_workers.sentences(table)])
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))
@@ -99,6 +107,16 @@ def capacity_sentences(records: pd.DataFrame, slos: dict, keys: dict[str, str] |
         if not steps.empty:
             sentences.append((f"{keys[label]} ({label}): " if keys else "") + capacity.conclusion(steps, slo))
     return sentences
+
+
+def _losses(records: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
+    """The workers lost by the runs a setup's records came from (``lost_workers.losses``)."""
+    frames = []
+    for run_dir in records["run_dir"].unique():
+        lost, more = load.load_lost_workers(run_dir)
+        problems += [f"{run_dir}: {p}" for p in more]
+        frames.append(lost_workers.losses(records, lost))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=lost_workers.LOSS_COLUMNS)
 
 
 def _slos_by_setup(records: pd.DataFrame, problems: list[str]) -> dict:
