@@ -164,7 +164,7 @@ def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.Laye
     y = alt.Y("min:Q", title=f"itl_s (ms) per request: quartiles, min–max{words}", scale=scale)
     whiskers = base.mark_rule().encode(y=y, y2="max:Q")
     box = base.mark_bar(opacity=0.85).encode(y="q1:Q", y2="q3:Q")
-    median = base.mark_tick(color="white", thickness=2).encode(y="median:Q")
+    median = base.mark_tick(thickness=2).encode(y="median:Q", color=alt.value("white"))  # as Vega-Lite's own boxes
     return alt.layer(whiskers, box, median).properties(
         title="Per-token latency per request (itl_s)", width=max(240, 26 * len(phases) * len(order)), height=260)
 
