@@ -9,8 +9,6 @@ and tooltips quote the figures as the tables do.
 
 from __future__ import annotations
 
-import io
-
 import altair as alt
 import pandas as pd
 import vl_convert
@@ -21,12 +19,15 @@ from analysis.records import measured, phase_order, succeeded
 BAR_PX = 48  # one bar's width: room for a label such as "0.0025" above it
 WIDE_RATIO = 20  # values this many times apart get a log axis: on a linear one the small ones vanish
 FIGURE_NAMES = {"total_tps": "total tok/s", **SECOND_NAMES}
+VEGA_LITE_VERSION = "_".join(alt.SCHEMA_VERSION.split(".")[:2])  # the version Altair writes
+SCRIPT_NAME = f"vega-embed-vl{VEGA_LITE_VERSION}-vlconvert{vl_convert.__version__}.js"  # what makes the script
 
 
-def png(chart: alt.TopLevelMixin) -> bytes:
-    buffer = io.BytesIO()
-    chart.save(buffer, format="png")
-    return buffer.getvalue()
+def png(chart_or_spec: alt.TopLevelMixin | dict) -> bytes:
+    """The chart as a PNG, from the chart or from its ``spec`` (the same bytes as ``chart.save``;
+    from the spec, Altair does not build and validate it a second time)."""
+    vl_spec = chart_or_spec if isinstance(chart_or_spec, dict) else spec(chart_or_spec)
+    return vl_convert.vegalite_to_png(vl_spec=vl_spec, scale=1, vl_version=VEGA_LITE_VERSION)
 
 
 def spec(chart: alt.TopLevelMixin) -> dict:
@@ -36,7 +37,7 @@ def spec(chart: alt.TopLevelMixin) -> dict:
 
 def embed_script() -> str:
     """Vega, Vega-Lite and vega-embed in one script, of the Vega-Lite version Altair writes (offline)."""
-    return vl_convert.javascript_bundle(vl_version="_".join(alt.SCHEMA_VERSION.split(".")[:2]))
+    return vl_convert.javascript_bundle(vl_version=VEGA_LITE_VERSION)
 
 
 def _figures(long: pd.DataFrame, keys: dict[str, str], table: str, metrics: list[str]) -> pd.DataFrame:

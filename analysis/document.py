@@ -139,8 +139,9 @@ def markdown_table(cells: pd.DataFrame) -> str:
                       *(line(row) for row in cells.itertuples(index=False))])
 
 
-def to_html(blocks: list[tuple], title: str) -> str:
-    """One file, nothing fetched: the charts' script is inlined once, each chart's data in its spec."""
+def to_html(blocks: list[tuple], title: str, script: str | None = None) -> str:
+    """One file, nothing fetched: the charts' script (``script``, else ``charts.embed_script()``) is
+    inlined once, each chart's data in its spec."""
     body, has_chart = [], any(kind == "chart" for kind, *_ in blocks)
     for number, (kind, *content) in enumerate(blocks):
         if kind == "title":
@@ -159,7 +160,7 @@ def to_html(blocks: list[tuple], title: str) -> str:
             body.append(html_table(content[0], content[1], css_class="headline"))
         elif kind == "chart":
             body.append(_chart(f"chart-{number}", content[0], content[1]))
-    script = f"<script>{charts.embed_script()}</script>" if has_chart else ""
+    script = f"<script>{script or charts.embed_script()}</script>" if has_chart else ""
     return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style>{script}</head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
 

@@ -183,8 +183,9 @@ def column_problems(columns, header: bool = True) -> list[str]:
 
 
 class _Reading:
-    """Records read a chunk at a time: each chunk is typed at once, so the text of at most one chunk
-    (CHUNK_ROWS rows) is held, never the whole file's; what did not fit is tallied across chunks."""
+    """Records read a chunk at a time (CHUNK_ROWS rows of JSONL, CSV_BLOCK_BYTES of CSV): each chunk
+    is typed at once, so the text of one chunk is held, never the whole file's; what did not fit is
+    tallied across chunks."""
 
     def __init__(self) -> None:
         self.frames: list[pd.DataFrame] = []
@@ -304,15 +305,12 @@ def _interned(text: pd.Series) -> pd.Series:
 
 
 def _fits(cell: str, kind: str) -> bool:
-    if "bool" in kind:
-        return cell.lower() in _TRUE + _FALSE
-    if "int" in kind or "float" in kind:
-        try:
-            number = float(cell)
-        except ValueError:
-            return False
-        return "float" in kind or number.is_integer()
-    return True
+    """A number cell as Python reads it: any float, or for an int column a whole one."""
+    try:
+        number = float(cell)
+    except ValueError:
+        return False
+    return "float" in kind or number.is_integer()
 
 
 class _NotPlain(Exception):

@@ -11,6 +11,7 @@ Both print nothing and return the paths they wrote. A chart with nothing to draw
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -46,7 +47,8 @@ def write_report(run_dir) -> list[Path]:
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     written += [_bytes(run_dir / name, png) for name, (_spec, png) in pictures.items()]
-    written.append(_text(run_dir / REPORT_HTML, document.to_html(blocks, f"llm-bench: {facts['setup']}")))
+    written.append(_text(run_dir / REPORT_HTML, document.to_html(blocks, f"llm-bench: {facts['setup']}",
+                                                                 _embed_script(pictures))))
     per_request = agreement.engine_clock(records)
     if not per_request.empty:
         written.append(_csv(run_dir / ENGINE_CLOCK_CSV, per_request))
@@ -81,7 +83,8 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
                                       for sentence in lost_workers.sentences(table)])
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
-    written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))
+    written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare",
+                                                                  _embed_script(pictures))))
     return written
 
 
@@ -133,7 +136,30 @@ def _slos_by_setup(records: pd.DataFrame, problems: list[str]) -> dict:
 
 def _rendered(pictures: dict) -> dict[str, tuple[dict, bytes]]:
     """Each chart that has something to draw as (its Vega-Lite spec, its PNG)."""
-    return {name: (charts.spec(chart), charts.png(chart)) for name, chart in pictures.items() if chart is not None}
+    specs = {name: charts.spec(chart) for name, chart in pictures.items() if chart is not None}
+    return {name: (spec, charts.png(spec)) for name, spec in specs.items()}
+
+
+def _embed_script(pictures: dict) -> str | None:
+    """The charts' script, bundled once per Vega-Lite and vl-convert version and kept in
+    ``$LLM_BENCH_CACHE`` (default ~/.cache/llm-bench): bundling it costs seconds, every report. None
+    when there is no chart; bundled afresh when the cache cannot be read or written."""
+    if not pictures:
+        return None
+    path = Path(os.environ.get("LLM_BENCH_CACHE") or Path.home() / ".cache" / "llm-bench") / charts.SCRIPT_NAME
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError):
+        pass
+    script = charts.embed_script()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(script, encoding="utf-8")
+        partial.replace(path)  # whole or not at all, whoever reads it meanwhile
+    except OSError:
+        pass
+    return script
 
 
 def _text(path: Path, text: str) -> Path:

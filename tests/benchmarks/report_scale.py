@@ -16,8 +16,9 @@ What it does:
    line by line). For ``compare``, two such directories of N/2 records each (setups ``A`` and ``B``),
    so every line of the table reads N records.
 3. Runs each command ``--repeat`` times in a fresh process and prints, per size and form, the median
-   wall time (and min-max) and the median peak memory (the child's own max RSS, from ``os.wait4``),
-   plus the size of the HTML page written. Medians: the machine is shared and noisy.
+   wall time (and min-max), the median CPU time (user + system) and the median peak memory (the
+   child's own max RSS; both from ``os.wait4``), plus the size of the HTML page written. Medians: the
+   machine is shared and noisy; on a busy one the CPU time says more than the wall time.
 
 The synthetic directories are kept in WORK (default /tmp/llm-bench-report-scale) for opening the reports.
 """
@@ -103,8 +104,9 @@ def synthetic_run(directory: Path, records: int, quick: list[dict], search: list
     return directory
 
 
-def timed(command: list[str]) -> tuple[float, float, bool]:
-    """Wall seconds, peak memory (MiB, the process's own max RSS) and success of one run of ``command``."""
+def timed(command: list[str]) -> tuple[float, float, float, bool]:
+    """Wall seconds, CPU seconds (user + system), peak memory (MiB, the process's own max RSS) and
+    success of one run of ``command``."""
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _pid, status, usage = os.wait4(process.pid, 0)
@@ -113,14 +115,14 @@ def timed(command: list[str]) -> tuple[float, float, bool]:
         lines = process.stderr.read().decode().strip().splitlines()
         error = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else "")
         print(f"FAILED ({status}) after {wall_s:.1f} s: {' '.join(command)}: {error}", flush=True)
-    return wall_s, usage.ru_maxrss / 1024, status == 0  # ru_maxrss is in KiB on Linux
+    return wall_s, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, status == 0  # maxrss: KiB
 
 
 def measure(command: list[str], repeat: int) -> str:
     runs = [timed(command) for _ in range(repeat)]
-    walls, peaks = [w for w, _, _ in runs], [p for _, p, _ in runs]
+    walls, cpus, peaks = ([run[i] for run in runs] for i in range(3))
     failed = sum(1 for *_, ok in runs if not ok)
-    return (f"{statistics.median(walls):7.1f} s ({min(walls):.1f}-{max(walls):.1f})"
+    return (f"{statistics.median(walls):7.1f} s ({min(walls):.1f}-{max(walls):.1f})  {statistics.median(cpus):6.1f} s"
             f"  {statistics.median(peaks):6.0f} MiB" + (f"  {failed} of {repeat} FAILED" if failed else ""))
 
 
@@ -135,7 +137,8 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     quick, search, quick_dir, search_dir = sources(args.work)
     print(f"sources: {len(quick)} quick-run records, {len(search)} capacity-search records", flush=True)
-    print(f"{'command':<8}{'form':<7}{'records':>9}  {'wall (median, min-max)':<24}{'peak':>10}  html")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    print(f"{'command':<8}{'form':<7}{'records':>9}  {'wall (median, min-max)':<24}{'cpu':>8}{'peak':>11}  html")
     for size in (int(s) for s in args.sizes.split(",")):
         for form in args.forms.split(","):
             if "report" in args.only:
