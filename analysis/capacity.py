@@ -36,9 +36,11 @@ def steps(records: pd.DataFrame, slo: slos.Slo) -> pd.DataFrame:
     windows = [(phase, int(match[1]), group) for phase, group in classroom.groupby("phase", sort=False)
                if (match := WINDOW.fullmatch(phase))]
     order = sorted(windows, key=lambda w: pd.to_numeric(w[2]["t_start"], errors="coerce").min())
+    judged_columns = list(dict.fromkeys(["scenario", "ok", "flags", "ttft_s", "decode_tps",
+                                         *(goal.column for goal in slo.goals)]))  # all judge reads
     rows = []
     for number, (phase, students, group) in enumerate(order, start=1):
-        figures = slos.judge(slo, group.to_dict("records"), final=True)
+        figures = slos.judge(slo, group[judged_columns].to_dict("records"), final=True)
         meets = {slos.MEETS: 1.0, slos.MISSES: 0.0}.get(figures["outcome"], float("nan"))
         rows.append({**figures, "phase": phase, "students": students, "step": number, "meets_slo": meets,
                      "missed": "; ".join(figures["missed"])})

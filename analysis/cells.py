@@ -51,9 +51,10 @@ def display(long: pd.DataFrame, keys: dict[str, str] | None = None) -> pd.DataFr
     by_key = {(r["setup"], r["row"], r["metric"]): r for r in long.to_dict("records")}
     line_n = long.groupby(["setup", "row"])["n"].max().to_dict()
     present = set(zip(long["setup"], long["row"]))
+    setups = keys or dict.fromkeys(long["setup"])
     lines = []
     for row in rows:
-        for setup in (keys or {s: None for s in dict.fromkeys(long["setup"])}):
+        for setup in setups:
             if (setup, row) not in present:
                 continue
             n = line_n[(setup, row)]

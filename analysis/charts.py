@@ -9,8 +9,6 @@ and tooltips quote the figures as the tables do.
 
 from __future__ import annotations
 
-import io
-
 import altair as alt
 import pandas as pd
 import vl_convert
@@ -21,12 +19,15 @@ from analysis.records import measured, phase_order, succeeded
 BAR_PX = 48  # one bar's width: room for a label such as "0.0025" above it
 WIDE_RATIO = 20  # values this many times apart get a log axis: on a linear one the small ones vanish
 FIGURE_NAMES = {"total_tps": "total tok/s", **SECOND_NAMES}
+VEGA_LITE_VERSION = "_".join(alt.SCHEMA_VERSION.split(".")[:2])  # the version Altair writes
+SCRIPT_NAME = f"vega-embed-vl{VEGA_LITE_VERSION}-vlconvert{vl_convert.__version__}.js"  # what makes the script
 
 
-def png(chart: alt.TopLevelMixin) -> bytes:
-    buffer = io.BytesIO()
-    chart.save(buffer, format="png")
-    return buffer.getvalue()
+def png(chart_or_spec: alt.TopLevelMixin | dict) -> bytes:
+    """The chart as a PNG, from the chart or from its ``spec`` (the same bytes as ``chart.save``;
+    from the spec, Altair does not build and validate it a second time)."""
+    vl_spec = chart_or_spec if isinstance(chart_or_spec, dict) else spec(chart_or_spec)
+    return vl_convert.vegalite_to_png(vl_spec=vl_spec, scale=1, vl_version=VEGA_LITE_VERSION)
 
 
 def spec(chart: alt.TopLevelMixin) -> dict:
@@ -36,7 +37,7 @@ def spec(chart: alt.TopLevelMixin) -> dict:
 
 def embed_script() -> str:
     """Vega, Vega-Lite and vega-embed in one script, of the Vega-Lite version Altair writes (offline)."""
-    return vl_convert.javascript_bundle(vl_version="_".join(alt.SCHEMA_VERSION.split(".")[:2]))
+    return vl_convert.javascript_bundle(vl_version=VEGA_LITE_VERSION)
 
 
 def _figures(long: pd.DataFrame, keys: dict[str, str], table: str, metrics: list[str]) -> pd.DataFrame:
@@ -123,23 +124,50 @@ def _tokens(long: pd.DataFrame, row: str) -> float:
     return float(hit["median"].max()) if len(hit) else float("nan")
 
 
-def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.LayerChart | None:
-    """Per-token latency (itl_s, in ms) of every successful request: a box per phase and setup."""
+BOX_COLUMNS = ["phase", "setup", "key", "n", "min", "q1", "median", "q3", "max"]
+
+
+def latency_boxes(records: pd.DataFrame, keys: dict[str, str]) -> pd.DataFrame:
+    """Per phase and setup, the box of its successful requests' per-token latency (itl_s, in ms): n,
+    min, first quartile, median, third quartile, max (quartiles interpolate linearly, as Vega's do).
+    A few rows, whatever the number of requests: the chart is drawn from these, not from every request.
+    Requests without itl_s are left out, never read as 0; a phase and setup with none has no box."""
     ok = succeeded(measured(records))
     ok = ok[ok["setup"].isin(list(keys))]
-    itl_ms = pd.to_numeric(ok["itl_s"], errors="coerce") * 1000
-    frame = pd.DataFrame({"phase": ok["phase"], "key": ok["setup"].map(keys), "itl_ms": itl_ms}).dropna()
+    itl_ms = pd.to_numeric(ok["itl_s"], errors="coerce").astype(float) * 1000
+    frame = pd.DataFrame({"phase": ok["phase"], "setup": ok["setup"], "itl_ms": itl_ms}).dropna()
     if frame.empty:
+        return pd.DataFrame(columns=BOX_COLUMNS)
+    groups = frame.groupby(["phase", "setup"], sort=False)["itl_ms"]
+    boxes = groups.agg(n="size", min="min", median="median", max="max")
+    boxes["q1"], boxes["q3"] = groups.quantile(0.25), groups.quantile(0.75)
+    boxes = boxes.reset_index()
+    return boxes.assign(key=boxes["setup"].map(keys))[BOX_COLUMNS]
+
+
+def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.LayerChart | None:
+    """Per-token latency (itl_s, in ms) of every successful request: a box per phase and setup (the
+    quartiles), whiskers from min to max, drawn from ``latency_boxes``."""
+    boxes = latency_boxes(records, keys)
+    if boxes.empty:
         return None
-    phases = [p for p in phase_order(ok) if p in set(frame["phase"])]
+    phases = [p for p in phase_order(succeeded(measured(records))) if p in set(boxes["phase"])]
     order = list(keys.values())
-    scale, words = _value_scale(frame["itl_ms"])
-    boxes = alt.Chart(frame).mark_boxplot(extent="min-max").encode(
+    scale, words = _value_scale(pd.concat([boxes["min"], boxes["max"]]))
+    shown = boxes.assign(**{f"{c}_text": boxes[c].map(lambda v: f"{v:.2f}") for c in ("min", "q1", "median", "q3", "max")})
+    base = alt.Chart(shown).encode(
         x=alt.X("phase:N", sort=phases, title="phase", axis=alt.Axis(labelAngle=-45)),
         xOffset=alt.XOffset("key:N", sort=order), color=alt.Color("key:N", sort=order, title="setup"),
-        y=alt.Y("itl_ms:Q", title=f"itl_s (ms) per request{words}", scale=scale))
-    return boxes.properties(title="Per-token latency per request (itl_s)",
-                            width=max(240, 26 * len(phases) * len(order)), height=260)
+        tooltip=[alt.Tooltip("key:N", title="setup"), alt.Tooltip("setup:N", title="label"),
+                 alt.Tooltip("phase:N", title="phase"), alt.Tooltip("n:Q", title="requests"),
+                 *[alt.Tooltip(f"{c}_text:N", title=f"{name} ms") for c, name in
+                   (("max", "max"), ("q3", "q3"), ("median", "median"), ("q1", "q1"), ("min", "min"))]])
+    y = alt.Y("min:Q", title=f"itl_s (ms) per request: quartiles, min–max{words}", scale=scale)
+    whiskers = base.mark_rule().encode(y=y, y2="max:Q")
+    box = base.mark_bar(opacity=0.85).encode(y="q1:Q", y2="q3:Q")
+    median = base.mark_tick(thickness=2).encode(y="median:Q", color=alt.value("white"))  # as Vega-Lite's own boxes
+    return alt.layer(whiskers, box, median).properties(
+        title="Per-token latency per request (itl_s)", width=max(240, 26 * len(phases) * len(order)), height=260)
 
 
 CAPACITY_PANELS = (  # (panel title, y axis, unit, [(figure, what the line is)]) of the capacity chart

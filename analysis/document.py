@@ -60,11 +60,13 @@ def failure_sentence(failure: dict) -> str:
 
 
 def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[str],
-                   failed: list[str] = ()) -> list[tuple]:
+                   failed: list[str] = (), lost: list[str] = ()) -> list[tuple]:
     blocks = [("text", sentence) for sentence in failed]
     if incomplete:
         blocks.append(("text", "**Incomplete run**: no requests.csv in " + ", ".join(incomplete) +
                        " (killed or still running); the figures cover the requests that finished."))
+    if lost:
+        blocks += [("text", "**Lost workers**: the run went on without them"), ("list", list(lost))]
     if warnings:
         blocks += [("text", "**Warnings**"), ("list", warnings)]
     if problems:
@@ -89,12 +91,12 @@ def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
 def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
                    warnings: list[str], problems: list[str], long: pd.DataFrame,
                    pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = (),
-                   failure: dict | None = None) -> list[tuple]:
+                   failure: dict | None = None, lost: list[str] = ()) -> list[tuple]:
     incomplete = [] if facts["complete"] else ["this directory"]
     failed = [failure_sentence(failure)] if failure else []
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
             *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long),
-            *warning_blocks(incomplete, warnings, problems, failed),
+            *warning_blocks(incomplete, warnings, problems, failed, lost),
             *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
             ("list", header_items(facts)), *table_blocks(long)]
 
@@ -102,7 +104,8 @@ def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: di
 def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd.DataFrame,
                    keys: dict[str, str], verdicts: list[str], warnings: list[str], problems: list[str],
                    long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
-                   capacity: list[str] = (), failures: dict[str, dict] | None = None) -> list[tuple]:
+                   capacity: list[str] = (), failures: dict[str, dict] | None = None,
+                   lost: list[str] = ()) -> list[tuple]:
     """``failures``: a setup's failed run (its failure.json), by label."""
     incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
     failed = [f"{keys[label]} ({label}): {failure_sentence(failure)}" for label, failure in (failures or {}).items()]
@@ -112,7 +115,8 @@ def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd
         blocks += [("heading", "The result, in words"),
                    ("text", "A setup is named only where its whole min–max range is better than every other "
                             "setup's."), ("list", verdicts)]
-    blocks += [*capacity_blocks(list(capacity), long, keys), *warning_blocks(incomplete, warnings, problems, failed),
+    blocks += [*capacity_blocks(list(capacity), long, keys),
+               *warning_blocks(incomplete, warnings, problems, failed, lost),
                *chart_blocks(pictures), ("heading", "Details")]
     for label, facts in facts_by_setup.items():
         blocks += [("subheading", f"{keys[label]}: {label}"), ("list", header_items(facts))]
@@ -147,8 +151,9 @@ def markdown_table(cells: pd.DataFrame) -> str:
                       *(line(row) for row in cells.itertuples(index=False))])
 
 
-def to_html(blocks: list[tuple], title: str) -> str:
-    """One file, nothing fetched: the charts' script is inlined once, each chart's data in its spec."""
+def to_html(blocks: list[tuple], title: str, script: str | None = None) -> str:
+    """One file, nothing fetched: the charts' script (``script``, else ``charts.embed_script()``) is
+    inlined once, each chart's data in its spec."""
     body, has_chart = [], any(kind == "chart" for kind, *_ in blocks)
     for number, (kind, *content) in enumerate(blocks):
         if kind == "title":
@@ -167,7 +172,7 @@ def to_html(blocks: list[tuple], title: str) -> str:
             body.append(html_table(content[0], content[1], css_class="headline"))
         elif kind == "chart":
             body.append(_chart(f"chart-{number}", content[0], content[1]))
-    script = f"<script>{charts.embed_script()}</script>" if has_chart else ""
+    script = f"<script>{script or charts.embed_script()}</script>" if has_chart else ""
     return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style>{script}</head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
 

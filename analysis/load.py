@@ -13,20 +13,27 @@ problems returned alongside the records.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
+import numpy as np
+import orjson
 import pandas as pd
+from pandas.api.types import infer_dtype
 
 from bench_tasks.record import COLUMNS, FIELD_TYPES
 from bench_tasks import run_failure
 from bench_tasks import slo as slos
-from bench_tasks.records_file import CAPACITY_JSONL, METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB
+from bench_tasks.records_file import (CAPACITY_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV,
+                                      WORKER_JSONL_GLOB)
 
 SETTINGS_JSON = "settings.json"
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 _SHOWN_LINES = 5  # a problem names at most this many lines
+CHUNK_ROWS = 20_000  # rows read and typed at a time
+CSV_BLOCK_BYTES = 8 << 20  # bytes of requests.csv parsed at a time
 
 
 class RunDirError(Exception):
@@ -42,19 +49,24 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict]:
     """
     directory = Path(directory)
     csv_path = directory / REQUESTS_CSV
+    reading = _Reading()
     if csv_path.exists():
-        raw, problems, bad = _read_csv(csv_path)
+        try:
+            _read_plain_csv(csv_path, reading)
+        except _NotPlain:
+            reading = _Reading()
+            _read_csv(csv_path, reading)
         source, complete = REQUESTS_CSV, True
     else:
         paths = [directory / RECORDS_JSONL] if (directory / RECORDS_JSONL).exists() else \
             sorted(directory.glob(WORKER_JSONL_GLOB))
         if not paths:
             raise RunDirError(f"{directory} holds no requests.csv or records: is it an llm-bench output directory?")
-        raw, problems, bad = _read_jsonl_files(paths)
+        for path in paths:
+            _read_jsonl(path, reading)
         source, complete = ", ".join(p.name for p in paths), False
-    problems += column_problems(raw) + value_problems(raw)
-    frame = typed(raw.drop(columns=["_source", "_line"]))
-    return frame, {"source": source, "complete": complete, "bad_lines": bad, "problems": problems}
+    frame, problems = reading.result()
+    return frame, {"source": source, "complete": complete, "bad_lines": reading.bad_lines, "problems": problems}
 
 
 def load_runs(directories, labels=None) -> tuple[pd.DataFrame, list[str]]:
@@ -110,6 +122,27 @@ def load_metric_names(directory: str | Path) -> dict:
     return {}
 
 
+LOST_COLUMNS = ["worker", "client_host", "client_pid", "lost_at", "phase", "in_flight_jobs", "in_flight",
+                "records_finished", "records_received"]
+
+
+def load_lost_workers(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """``DIR/lost-workers.jsonl`` (distributed runs): one row per worker the master lost, in
+    LOST_COLUMNS (a field an older file lacks is missing); problems met reading it."""
+    path = Path(directory) / LOST_WORKERS_JSONL
+    rows, problems = [], []
+    if path.exists():
+        for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+            if not line.strip():
+                continue
+            row = _json_object(line)
+            if row is None or "worker" not in row:
+                problems.append(f"{LOST_WORKERS_JSONL} line {number}: not a lost worker; skipped")
+                continue
+            rows.append({column: row.get(column) for column in LOST_COLUMNS})
+    return pd.DataFrame(rows, columns=LOST_COLUMNS), problems
+
+
 def load_settings(directory: str | Path) -> dict:
     """``DIR/settings.json`` (what was run, against which host, when), or {} when absent."""
     try:
@@ -135,106 +168,318 @@ def load_slo(directory: str | Path) -> tuple[slos.Slo | None, list[str]]:
 
 
 def typed(frame: pd.DataFrame) -> pd.DataFrame:
-    """Strings from CSV/JSON to the Record's types; empty, or not of the column's type, means missing."""
-    frame = frame.copy()
-    for column in COLUMNS:
-        if column not in frame:
-            frame[column] = ""
-        kind = FIELD_TYPES[column]
-        values = frame[column].replace("", None)
-        if "bool" in kind:
-            frame[column] = values.map(_to_bool).astype("boolean")
-        elif "int" in kind:
-            numbers = pd.to_numeric(values, errors="coerce")
-            frame[column] = numbers.where(numbers % 1 == 0).astype("Int64")
-        elif "float" in kind:
-            frame[column] = pd.to_numeric(values, errors="coerce").astype("Float64")
-        else:
-            frame[column] = frame[column].fillna("").astype(str)
-    return frame[list(COLUMNS) + [c for c in frame.columns if c not in COLUMNS]]
+    """Cells as read (text from CSV, JSON values) to the Record's types; empty, or not of the column's
+    type, means missing. Columns the Record lacks are added (empty); others are kept, as text."""
+    return _typed_chunk(frame)[0]
 
 
-def column_problems(raw: pd.DataFrame) -> list[str]:
-    known = set(COLUMNS) | {"_source", "_line"}
-    unknown = [c for c in raw.columns if c not in known]
-    missing = [c for c in COLUMNS if c not in raw.columns]
+def column_problems(columns, header: bool = True) -> list[str]:
+    """Unknown columns (kept), and with ``header`` (a CSV's) the Record's columns it lacks."""
+    unknown = [c for c in columns if c not in COLUMNS]
+    missing = [c for c in COLUMNS if c not in columns] if header else []
     problems = [f"unknown column {c!r}: kept, not analysed" for c in unknown]
     if missing:
         problems.append(f"missing columns (read as empty): {', '.join(missing)}")
     return problems
 
 
-def value_problems(raw: pd.DataFrame) -> list[str]:
-    """Cells that do not fit their column's type: they are read as missing, and said so here."""
-    problems = []
-    for column in (c for c in COLUMNS if c in raw.columns):
-        cells = raw[column].fillna("").astype(str).str.strip()
-        bad = (cells != "") & ~cells.map(lambda cell: _fits(cell, FIELD_TYPES[column]))
-        if bad.any():
-            where = _where(raw[bad])
-            problems.append(f"column {column}: {int(bad.sum())} value(s) not of type {FIELD_TYPES[column]} "
-                            f"({where}), read as missing")
-    return problems
+class _Reading:
+    """Records read a chunk at a time (CHUNK_ROWS rows of JSONL, CSV_BLOCK_BYTES of CSV): each chunk
+    is typed at once, so the text of one chunk is held, never the whole file's; what did not fit is
+    tallied across chunks."""
+
+    def __init__(self) -> None:
+        self.frames: list[pd.DataFrame] = []
+        self.read_problems: list[str] = []
+        self.bad_lines = 0
+        self.columns: dict[str, None] = {}  # every column met, in order
+        self.header: list[str] | None = None  # a CSV's header: its missing columns are a problem
+        self.bad_values: dict[str, list] = {}  # column -> [count, the first _SHOWN_LINES places]
+
+    def bad_line(self, problem: str) -> None:
+        self.read_problems.append(problem)
+        self.bad_lines += 1
+
+    def add(self, raw: pd.DataFrame, source: str, lines: list[int]) -> None:
+        """One chunk: its cells as read, the file they came from and each row's line number."""
+        self.columns.update(dict.fromkeys(raw.columns))
+        frame, bad = _typed_chunk(raw)
+        for column, mask in bad.items():
+            tally = self.bad_values.setdefault(column, [0, []])
+            where = np.flatnonzero(mask.to_numpy())
+            tally[0] += len(where)
+            tally[1] += [f"{source} line {lines[i]}" for i in where[:_SHOWN_LINES - len(tally[1])]]
+        self.frames.append(frame)
+
+    def result(self) -> tuple[pd.DataFrame, list[str]]:
+        columns = list(self.columns) if self.header is None else self.header
+        frames = self.frames or [typed(pd.DataFrame(columns=columns))]
+        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        extra = [c for c in frame.columns if c not in COLUMNS]
+        if extra:  # a column some chunks lacked is empty there, as in the CSV
+            frame[extra] = frame[extra].fillna("")
+        problems = self.read_problems + column_problems(columns, header=self.header is not None)
+        for column in (c for c in COLUMNS if c in self.bad_values):
+            count, shown = self.bad_values[column]
+            more = f" and {count - len(shown)} more" if count > len(shown) else ""
+            problems.append(f"column {column}: {count} value(s) not of type {FIELD_TYPES[column]} "
+                            f"({', '.join(shown)}{more}), read as missing")
+        return frame, problems
+
+
+def _typed_chunk(raw: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.Series]]:
+    """The Record's columns in their types (added when absent) and the other columns as text; with,
+    per column, where a value was there but did not fit its type."""
+    columns, bad = {}, {}
+    for column in COLUMNS:
+        if column in raw:
+            columns[column], misfit = _column(raw[column].reset_index(drop=True), FIELD_TYPES[column])
+            if misfit is not None and misfit.any():
+                bad[column] = misfit
+        else:
+            columns[column] = _column(pd.Series([None] * len(raw), dtype=object), FIELD_TYPES[column])[0]
+    for column in (c for c in raw.columns if c not in COLUMNS):
+        columns[column] = _text(raw[column].reset_index(drop=True))
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(raw))), bad
+
+
+def _column(values: pd.Series, kind: str) -> tuple[pd.Series, pd.Series | None]:
+    """One column as read in its Record type, and where a value did not fit (None: all did).
+
+    Vectorised for what a run writes (numbers, true/false, text); only the few cells that do not
+    parse at once are looked at one by one, with the rules of ``_fits`` and ``_to_bool``."""
+    inferred = infer_dtype(values, skipna=True)
+    if "bool" in kind:
+        return _booleans(values, inferred)
+    if "int" in kind or "float" in kind:
+        return _numbers(values, inferred, kind)
+    return _interned(_text(values, inferred).astype(str)), None
+
+
+def _numbers(values: pd.Series, inferred: str, kind: str) -> tuple[pd.Series, pd.Series | None]:
+    whole = "int" in kind
+    if inferred in ("integer", "floating", "mixed-integer-float", "empty"):  # JSON numbers (or nothing)
+        numbers, misfit = pd.to_numeric(values, errors="coerce").astype(float), None
+    else:
+        text = _text(values, inferred)
+        numbers = pd.to_numeric(text, errors="coerce").astype(float)
+        odd = numbers.isna() & (text != "")
+        misfit = odd.copy()
+        misfit[odd] = text[odd].map(lambda cell: bool(cell.strip()) and not _fits(cell.strip(), kind))
+    if whole:
+        fraction = numbers.notna() & (numbers % 1 != 0)  # 2.5, inf: not an int
+        misfit = fraction if misfit is None else misfit | fraction
+        return numbers.where(~fraction).astype("Int64"), misfit
+    return numbers.astype("Float64"), misfit
+
+
+_BOOL_CELLS = {cell: True for cell in ("True", "true", "1", "yes")} | \
+    {cell: False for cell in ("False", "false", "0", "no")}
+
+
+def _booleans(values: pd.Series, inferred: str) -> tuple[pd.Series, pd.Series | None]:
+    if inferred in ("boolean", "empty"):  # JSON true/false (or nothing)
+        return values.astype(object).where(values.notna(), None).astype("boolean"), None
+    text = _text(values, inferred)
+    known = text.map(_BOOL_CELLS).astype(object)
+    odd = known.isna() & (text != "")
+    known[odd] = text[odd].map(_to_bool)
+    misfit = odd & known.isna()
+    misfit[misfit] = text[misfit].str.strip() != ""
+    return known.where(known.notna(), None).astype("boolean"), misfit
+
+
+def _text(values: pd.Series, inferred: str | None = None) -> pd.Series:
+    """Cells as the CSV would hold them: text, and None an empty cell."""
+    inferred = inferred or infer_dtype(values, skipna=True)
+    if inferred == "string":
+        return values.astype(object).where(values.notna(), "")
+    if inferred == "empty":
+        return pd.Series("", index=values.index, dtype=object)
+    return values.map(_cell, na_action=None).astype(object)
+
+
+def _interned(text: pd.Series) -> pd.Series:
+    """The same text, each distinct value held once: a phase name is not kept 100,000 times."""
+    codes, uniques = pd.factorize(text)
+    return pd.Series(uniques.take(codes), index=text.index, dtype=text.dtype)
 
 
 def _fits(cell: str, kind: str) -> bool:
-    if "bool" in kind:
-        return cell.lower() in _TRUE + _FALSE
-    if "int" in kind or "float" in kind:
-        try:
-            number = float(cell)
-        except ValueError:
-            return False
-        return "float" in kind or number.is_integer()
-    return True
+    """A number cell as Python reads it: any float, or for an int column a whole one."""
+    try:
+        number = float(cell)
+    except ValueError:
+        return False
+    return "float" in kind or number.is_integer()
 
 
-def _where(rows: pd.DataFrame) -> str:
-    shown = [f"{s} line {n}" for s, n in zip(rows["_source"], rows["_line"])][:_SHOWN_LINES]
-    more = len(rows) - len(shown)
-    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+class _NotPlain(Exception):
+    """The file is not as csv.writer writes it: read it with the csv module instead."""
 
 
-def _read_csv(path: Path) -> tuple[pd.DataFrame, list[str], int]:
-    rows, problems = [], []
+def _read_plain_csv(path: Path, reading: _Reading) -> None:
+    """A CSV as csv.writer writes it, read by pandas' C parser a block of whole records at a time.
+
+    Which rows are records, how many cells each has and on which line it ends are found first, on the
+    bytes (``_records``), so that a row with the wrong number of cells is named and skipped exactly as
+    the csv module would (the C parser would pad a short row). Anything unusual (a quote inside a cell
+    that does not open it, a lone carriage return, a header with quotes or repeated names) raises
+    _NotPlain: the csv module then reads the file."""
+    with open(path, "rb") as f:
+        first = f.readline()
+        header = first.rstrip(b"\r\n").decode("utf-8").split(",")
+        if b'"' in first or first.startswith(b"\xef\xbb\xbf") or len(set(header)) < len(header) or header == [""]:
+            raise _NotPlain
+        reading.header = header
+        types = {name: object for name in header  # text as text; numbers are parsed by the C parser
+                 if name not in COLUMNS or "str" in FIELD_TYPES[name] or "bool" in FIELD_TYPES[name]}
+        lines_before, rest = 1, b""
+        while True:
+            block = f.read(CSV_BLOCK_BYTES)
+            data = rest + block
+            if not data:
+                break
+            starts, ends, cells, lines, cut = _records(data, lines_before, last=not block)
+            rest, lines_before = data[cut:], lines_before + data.count(b"\n", 0, cut)
+            blank = _blank(data, starts, ends)
+            for i in np.flatnonzero(~blank & (cells != len(header))):
+                reading.bad_line(f"{path.name} line {lines[i]}: {cells[i]} cells where the header has {len(header)}; "
+                                 "row skipped")
+            keep = ~blank & (cells == len(header))
+            if keep.any():
+                payload = b"".join(data[a:b + 1] for a, b in zip(starts[keep], ends[keep])) if not keep.all() \
+                    else data[:cut]
+                raw = pd.read_csv(io.BytesIO(payload), header=None, names=header, dtype=types, engine="c",
+                                  keep_default_na=False, na_values=[""], low_memory=False, skip_blank_lines=False)
+                reading.add(raw, path.name, lines[keep].tolist())
+            if not block:
+                break
+    if not reading.frames:
+        reading.add(pd.DataFrame({name: pd.Series([], dtype=object) for name in header}), path.name, [])
+
+
+def _records(data: bytes, lines_before: int, last: bool) -> tuple[np.ndarray, ...]:
+    """The whole records in ``data``: where each starts and ends (the index of its newline, or the end
+    of the data for a last line without one), its number of cells, the line it ends on, and where the
+    records end (the rest belongs to the next block). Quoted cells may hold commas and newlines."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    quotes = raw == ord('"')
+    inside = np.logical_xor.accumulate(quotes) if quotes.any() else np.zeros(len(raw), dtype=bool)
+    if quotes.any():
+        _check_quotes(raw, quotes, inside)
+    returns = np.flatnonzero(raw == ord("\r"))
+    lone = returns[~inside[returns]]
+    if len(lone) and ((lone + 1 >= len(raw)) | (raw[np.minimum(lone + 1, len(raw) - 1)] != ord("\n"))).any():
+        raise _NotPlain
+    newlines = np.flatnonzero(raw == ord("\n"))
+    outside = ~inside[newlines]
+    ends, end_lines = newlines[outside], lines_before + np.flatnonzero(outside) + 1
+    if last and (len(ends) == 0 or ends[-1] != len(raw) - 1) and len(raw):
+        if inside[-1]:
+            raise _NotPlain  # a quoted cell never closed
+        ends, end_lines = np.append(ends, len(raw)), np.append(end_lines, lines_before + len(newlines) + 1)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if len(ends) else ends
+    commas = np.flatnonzero(raw == ord(","))
+    commas = commas[~inside[commas]]
+    cells = np.diff(np.searchsorted(commas, np.concatenate([[-1], ends])), prepend=0)[1:] + 1
+    cut = int(ends[-1]) + 1 if len(ends) else 0
+    return starts, ends, cells, end_lines, min(cut, len(raw))
+
+
+def _check_quotes(raw: np.ndarray, quotes: np.ndarray, inside: np.ndarray) -> None:
+    """A quote opens a cell (after a comma or a newline, or right after a closing quote: an escaped
+    quote) or closes it (before a comma, a line's end or another quote); any other is read as text
+    by the csv module and would be read otherwise here."""
+    where = np.flatnonzero(quotes)
+    before = np.where(where > 0, raw[np.maximum(where - 1, 0)], ord("\n"))
+    after = np.where(where < len(raw) - 1, raw[np.minimum(where + 1, len(raw) - 1)], ord("\n"))
+    opening = inside[where]
+    opens_well = np.isin(before, [ord(","), ord("\n"), ord('"')])
+    closes_well = np.isin(after, [ord(","), ord("\n"), ord("\r"), ord('"')])
+    if not (np.where(opening, opens_well, closes_well)).all():
+        raise _NotPlain
+
+
+def _blank(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Records with nothing in them (an empty line, or one holding only a carriage return): not rows."""
+    length = ends - starts
+    blank = length == 0
+    one = np.flatnonzero(length == 1)
+    if len(one):
+        blank[one] = np.frombuffer(data, dtype=np.uint8)[starts[one]] == ord("\r")
+    return blank
+
+
+def _read_csv(path: Path, reading: _Reading) -> None:
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader, [])
+        reading.header = header
+        rows, lines = [], []
         for row in reader:
-            line = reader.line_num
             if not row:
                 continue
             if len(row) != len(header):
-                problems.append(f"{path.name} line {line}: {len(row)} cells where the header has "
-                                f"{len(header)}; row skipped")
+                reading.bad_line(f"{path.name} line {reader.line_num}: {len(row)} cells where the header has "
+                                 f"{len(header)}; row skipped")
                 continue
-            rows.append({**dict(zip(header, row)), "_source": path.name, "_line": line})
-    return pd.DataFrame(rows, columns=[*header, "_source", "_line"]), problems, len(problems)
+            rows.append(row)
+            lines.append(reader.line_num)
+            if len(rows) == CHUNK_ROWS:
+                reading.add(_csv_chunk(rows, header), path.name, lines)
+                rows, lines = [], []
+        if rows or not reading.frames:
+            reading.add(_csv_chunk(rows, header), path.name, lines)
 
 
-def _read_jsonl_files(paths: list[Path]) -> tuple[pd.DataFrame, list[str], int]:
-    rows, problems = [], []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    row = None
-                if not isinstance(row, dict):
-                    problems.append(f"{path.name} line {number}: not a JSON object (cut by a kill?); skipped")
-                    continue
-                rows.append({**{k: _cell(v) for k, v in row.items()}, "_source": path.name, "_line": number})
-    columns = list(dict.fromkeys([*COLUMNS, *(k for row in rows for k in row)]))
-    frame = pd.DataFrame(rows, columns=columns)
-    return frame.astype(object).where(frame.notna(), ""), problems, len(problems)
+def _csv_chunk(rows: list[list[str]], header: list[str]) -> pd.DataFrame:
+    cells = list(zip(*rows)) if rows else [()] * len(header)
+    return pd.DataFrame({name: pd.Series(column, dtype=object) for name, column in zip(header, cells)},
+                        columns=header)
+
+
+def _read_jsonl(path: Path, reading: _Reading) -> None:
+    rows, lines = [], []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            row = _json_object(line)
+            if row is None:
+                reading.bad_line(f"{path.name} line {number}: not a JSON object (cut by a kill?); skipped")
+                continue
+            rows.append(row)
+            lines.append(number)
+            if len(rows) == CHUNK_ROWS:
+                reading.add(_jsonl_chunk(rows), path.name, lines)
+                rows, lines = [], []
+    if rows:
+        reading.add(_jsonl_chunk(rows), path.name, lines)
+
+
+def _json_object(line: bytes) -> dict | None:
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            row = json.loads(line)  # NaN and Infinity, which Python's json writes and orjson refuses
+        except ValueError:
+            return None
+    return row if isinstance(row, dict) else None
+
+
+def _jsonl_chunk(rows: list[dict]) -> pd.DataFrame:
+    keys = dict.fromkeys(COLUMNS)
+    for row in rows:
+        if tuple(row) != COLUMNS:  # what a run writes: the Record's fields, in order
+            keys.update(dict.fromkeys(row))
+    return pd.DataFrame(rows, columns=list(keys), dtype=object)  # JSON values as they are: 1 stays 1
 
 
 def _cell(value) -> str:
     """A JSON value as the CSV would hold it: None is an empty cell."""
-    if value is None:
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return ""
     return str(value)
 

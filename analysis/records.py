@@ -6,6 +6,8 @@ counted, never measured.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 SCENARIO_ORDER = ("chat", "prompt", "agent", "burst", "needle")  # the suite's own order
@@ -30,11 +32,16 @@ def of_scenario(records: pd.DataFrame, scenario: str) -> pd.DataFrame:
 
 def has_flag(records: pd.DataFrame, flag: str) -> pd.Series:
     """Flags are ';'-joined in one cell; a flag is present when it is one of the parts."""
-    return records["flags"].fillna("").astype(str).str.split(";").map(lambda parts: flag in parts)
+    flags = records["flags"].fillna("").astype(str)
+    present = pd.Series(False, index=records.index)
+    flagged = flags != ""  # most records carry none: only those that do are searched
+    present[flagged] = flags[flagged].str.contains(f"(?:^|;){re.escape(flag)}(?:;|$)", regex=True)
+    return present
 
 
 def flags_seen(records: pd.DataFrame) -> list[str]:
-    parts = records["flags"].fillna("").astype(str).str.split(";").explode()
+    flags = records["flags"].fillna("").astype(str)
+    parts = flags[flags != ""].str.split(";").explode()
     return sorted(p for p in parts.unique() if p)
 
 

@@ -11,11 +11,13 @@ Both print nothing and return the paths they wrote. A chart with nothing to draw
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import agreement, capacity, charts, document, headline, legend, load, study, summary, verdict
+from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, study, summary,
+                      verdict)
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
@@ -27,7 +29,9 @@ def write_report(run_dir) -> list[Path]:
     records, problems = load.load_runs([run_dir])
     metrics, metric_problems = load.load_metrics(run_dir)
     settings = load.load_settings(run_dir)
-    facts = summary.facts(records, settings)
+    lost, lost_problems = load.load_lost_workers(run_dir)
+    losses = lost_workers.losses(records, lost)
+    facts = summary.facts(records, settings, list(losses["client_host"]))
     slo, slo_problems = load.load_slo(run_dir)
     long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
     keys = legend.setup_keys([facts["setup"]])
@@ -37,12 +41,14 @@ def write_report(run_dir) -> list[Path]:
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys)})
     blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
-                                     problems + metric_problems + slo_problems, long, pictures,
-                                     capacity_sentences(records, {facts["setup"]: slo}), load.load_failure(run_dir))
+                                     problems + metric_problems + slo_problems + lost_problems, long, pictures,
+                                     capacity_sentences(records, {facts["setup"]: slo}), load.load_failure(run_dir),
+                                     lost_workers.sentences(losses))
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     written += [_bytes(run_dir / name, png) for name, (_spec, png) in pictures.items()]
-    written.append(_text(run_dir / REPORT_HTML, document.to_html(blocks, f"llm-bench: {facts['setup']}")))
+    written.append(_text(run_dir / REPORT_HTML, document.to_html(blocks, f"llm-bench: {facts['setup']}",
+                                                                 _embed_script(pictures))))
     per_request = agreement.engine_clock(records)
     if not per_request.empty:
         written.append(_csv(run_dir / ENGINE_CLOCK_CSV, per_request))
@@ -61,7 +67,9 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}
     settings = {label: load.load_settings(mine["run_dir"].iloc[0]) for label, mine in by_setup.items()}
-    facts = {label: summary.facts(mine, settings[label]) for label, mine in by_setup.items()}
+    losses = {label: _losses(mine, problems) for label, mine in by_setup.items()}
+    facts = {label: summary.facts(mine, settings[label], list(losses[label]["client_host"]))
+             for label, mine in by_setup.items()}
     warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
     lines = headline.headline(long, setups)
     pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, slos),
@@ -72,10 +80,13 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
                 if (failure := load.load_failure(run_dir)) is not None}
     blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
                                      verdict.verdicts(lines, keys), warnings, problems, long, pictures,
-                                     capacity_sentences(records, slos, keys), failures)
+                                     capacity_sentences(records, slos, keys), failures,
+                                     [f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
+                                      for sentence in lost_workers.sentences(table)])
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
-    written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare")))
+    written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare",
+                                                                  _embed_script(pictures))))
     return written
 
 
@@ -103,6 +114,16 @@ def capacity_sentences(records: pd.DataFrame, slos: dict, keys: dict[str, str] |
     return sentences
 
 
+def _losses(records: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
+    """The workers lost by the runs a setup's records came from (``lost_workers.losses``)."""
+    frames = []
+    for run_dir in records["run_dir"].unique():
+        lost, more = load.load_lost_workers(run_dir)
+        problems += [f"{run_dir}: {p}" for p in more]
+        frames.append(lost_workers.losses(records, lost))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=lost_workers.LOSS_COLUMNS)
+
+
 def _slos_by_setup(records: pd.DataFrame, problems: list[str]) -> dict:
     """Each setup's SLO: the one its capacity search judged by (the first of its directories that ran one)."""
     found = {}
@@ -117,7 +138,30 @@ def _slos_by_setup(records: pd.DataFrame, problems: list[str]) -> dict:
 
 def _rendered(pictures: dict) -> dict[str, tuple[dict, bytes]]:
     """Each chart that has something to draw as (its Vega-Lite spec, its PNG)."""
-    return {name: (charts.spec(chart), charts.png(chart)) for name, chart in pictures.items() if chart is not None}
+    specs = {name: charts.spec(chart) for name, chart in pictures.items() if chart is not None}
+    return {name: (spec, charts.png(spec)) for name, spec in specs.items()}
+
+
+def _embed_script(pictures: dict) -> str | None:
+    """The charts' script, bundled once per Vega-Lite and vl-convert version and kept in
+    ``$LLM_BENCH_CACHE`` (default ~/.cache/llm-bench): bundling it costs seconds, every report. None
+    when there is no chart; bundled afresh when the cache cannot be read or written."""
+    if not pictures:
+        return None
+    path = Path(os.environ.get("LLM_BENCH_CACHE") or Path.home() / ".cache" / "llm-bench") / charts.SCRIPT_NAME
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError):
+        pass
+    script = charts.embed_script()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(script, encoding="utf-8")
+        partial.replace(path)  # whole or not at all, whoever reads it meanwhile
+    except OSError:
+        pass
+    return script
 
 
 def _text(path: Path, text: str) -> Path:

@@ -42,8 +42,8 @@ def over_runs(requests: pd.DataFrame, column: str) -> dict:
     """Median within each run (``round``), then median/min/max over the runs; n = runs with a value."""
     if requests.empty:
         return spread(pd.Series([], dtype=float))
-    per_run = requests.groupby("round", dropna=False, sort=True)[column].agg(median)
-    return spread(per_run)
+    values = pd.to_numeric(requests[column], errors="coerce").astype(float)
+    return spread(values.groupby(requests["round"], dropna=False, sort=True).median())
 
 
 def phases(records: pd.DataFrame, scenario: str | None = None):
@@ -95,46 +95,54 @@ def agent_turns_table(records: pd.DataFrame) -> pd.DataFrame:
     return long_frame(rows)
 
 
-def round_total_tps(round_records: pd.DataFrame) -> float:
-    """Generated tokens of the round's ok requests over the time from release to the last end.
-
-    The span is max(release_offset_s + e2e_s) over the ok requests. When any ok request lacks
-    ``release_offset_s`` the span falls back to the send times: max(start + e2e_s) - min(start),
-    start = t_send + clock_offset_s (0 when unknown), so requests of several machines share a clock.
-    """
-    ok = succeeded(round_records)
-    tokens = pd.to_numeric(ok["completion_tokens"], errors="coerce").dropna()
-    if ok.empty or tokens.empty:
-        return NAN
-    e2e = ok["e2e_s"].astype("Float64")
-    if ok["release_offset_s"].notna().all():
-        span = (ok["release_offset_s"].astype("Float64") + e2e).max()
-    else:
-        start = ok["t_send"].astype("Float64") + ok["clock_offset_s"].astype("Float64").fillna(0)
-        span = (start + e2e).max() - start.min()
-    return float(tokens.sum() / span) if pd.notna(span) and span > 0 else NAN
-
-
-def start_spread_s(round_records: pd.DataFrame) -> float:
-    """Latest minus earliest release offset of every request sent in the round, whatever its outcome."""
-    offsets = pd.to_numeric(round_records["release_offset_s"], errors="coerce").dropna()
-    return float(offsets.max() - offsets.min()) if len(offsets) else NAN
+ROUND_COLUMNS = ["phase", "concurrency", "round", "requests", "ok", "total_tps", "ttft_p95_s", "start_spread_s",
+                 "per_user_decode_tps"]
 
 
 def burst_rounds(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per burst phase and round: requests, ok, total_tps, ttft_p95_s, start_spread_s,
-    per_user_decode_tps (median decode_tps of the round's ok requests)."""
-    rows = []
-    for phase, group in phases(records, "burst"):
-        for rnd, round_records in group.groupby("round", dropna=False, sort=True):
-            ok = succeeded(round_records)
-            rows.append({"phase": phase, "concurrency": round_records["concurrency"].max(), "round": rnd,
-                         "requests": len(round_records), "ok": len(ok),
-                         "total_tps": round_total_tps(round_records), "ttft_p95_s": p95(ok["ttft_s"]),
-                         "start_spread_s": start_spread_s(round_records),
-                         "per_user_decode_tps": median(ok["decode_tps"])})
-    return pd.DataFrame(rows, columns=["phase", "concurrency", "round", "requests", "ok", "total_tps",
-                                       "ttft_p95_s", "start_spread_s", "per_user_decode_tps"])
+    """One row per burst phase and round, phases in suite order, rounds ascending:
+
+    - requests, ok: the round's requests, and those that succeeded;
+    - total_tps: generated tokens of the round's ok requests over the time from release to the last
+      end, max(release_offset_s + e2e_s) over them. When any ok request lacks ``release_offset_s``
+      the span falls back to the send times: max(start + e2e_s) - min(start), start = t_send +
+      clock_offset_s (0 when unknown), so requests of several machines share a clock;
+    - ttft_p95_s: p95 of the ok requests' ttft_s;
+    - start_spread_s: latest minus earliest release offset of every request sent, whatever its outcome;
+    - per_user_decode_tps: median decode_tps of the ok requests.
+    """
+    burst = of_scenario(measured(records), "burst")
+    rounds = _round_figures(burst)
+    rank = {phase: i for i, phase in enumerate(phase_order(burst))}
+    rounds = rounds.assign(rank=rounds["phase"].map(rank)).sort_values(["rank", "round"], na_position="last",
+                                                                        kind="stable")
+    return rounds[ROUND_COLUMNS].reset_index(drop=True)
+
+
+def _round_figures(requests: pd.DataFrame) -> pd.DataFrame:
+    """burst_rounds' figures for every (phase, round) at once, grouped in pandas, not looped."""
+    def number(column: str) -> pd.Series:
+        return pd.to_numeric(requests[column], errors="coerce").astype(float)
+
+    ok = requests["ok"].fillna(False).astype(bool)
+    e2e, offset = number("e2e_s"), number("release_offset_s")
+    start = number("t_send") + number("clock_offset_s").fillna(0)
+    columns = pd.DataFrame({
+        "phase": requests["phase"], "round": requests["round"], "concurrency": requests["concurrency"], "ok": ok,
+        "tokens": number("completion_tokens").where(ok), "unreleased": ok & offset.isna(),
+        "released_end": (offset + e2e).where(ok), "end": (start + e2e).where(ok), "start": start.where(ok),
+        "offset": offset, "ttft": number("ttft_s").where(ok), "decode": number("decode_tps").where(ok)})
+    groups = columns.groupby(["phase", "round"], dropna=False, sort=False)
+    rounds = groups.agg(concurrency=("concurrency", "max"), requests=("ok", "size"), ok=("ok", "sum"),
+                        unreleased=("unreleased", "any"), released_end=("released_end", "max"),
+                        end=("end", "max"), start=("start", "min"), first=("offset", "min"),
+                        last=("offset", "max"), per_user_decode_tps=("decode", "median"))
+    rounds["tokens"] = groups["tokens"].sum(min_count=1)
+    rounds["ttft_p95_s"] = groups["ttft"].quantile(0.95)
+    span = rounds["released_end"].where(~rounds["unreleased"], rounds["end"] - rounds["start"])
+    rounds["total_tps"] = rounds["tokens"] / span.where(span > 0)
+    rounds["start_spread_s"] = rounds["last"] - rounds["first"]
+    return rounds.reset_index().astype({"requests": int, "ok": int})
 
 
 BURST_METRICS = ("total_tps", "ttft_p95_s", "start_spread_s", "per_user_decode_tps")

@@ -35,7 +35,7 @@ def summary(records: pd.DataFrame, metrics: pd.DataFrame | None = None, names: d
 
 def setups(records: pd.DataFrame) -> list[str]:
     """Setup labels in the order their records come."""
-    return list(dict.fromkeys(records["setup"]))
+    return list(pd.unique(records["setup"]))
 
 
 def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None,
@@ -49,8 +49,9 @@ def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = 
     return pd.concat(frames, ignore_index=True) if frames else long_frame([])
 
 
-def facts(records: pd.DataFrame, settings: dict | None = None) -> dict:
-    """What the header says: setup, model, engine, server, client hosts, when, requests, completeness."""
+def facts(records: pd.DataFrame, settings: dict | None = None, lost_hosts: list[str] = ()) -> dict:
+    """What the header says: setup, model, engine, server, client hosts (those in ``lost_hosts``
+    marked lost), when, requests, completeness."""
     settings = settings or {}
     counted = measured(records)
     ok = len(succeeded(counted))
@@ -61,9 +62,16 @@ def facts(records: pd.DataFrame, settings: dict | None = None) -> dict:
     complete = bool(records["run_complete"].all()) if "run_complete" in records else True
     return {"setup": _joined(records["setup"]), "model": _joined(records["model"]),
             "engine": _joined(records["engine"]), "server": settings.get("host", ""),
-            "client_hosts": _joined(records["client_host"]), "when": when,
+            "client_hosts": ", ".join(f"{host} (lost)" if host in lost_hosts else host
+                                      for host in _values(records["client_host"])),
+            "when": when,
             "requests_ok": ok, "requests_failed": len(counted) - ok, "complete": complete}
 
 
 def _joined(values: pd.Series) -> str:
-    return ", ".join(v for v in dict.fromkeys(values.fillna("").astype(str)) if v)
+    return ", ".join(_values(values))
+
+
+def _values(values: pd.Series) -> list[str]:
+    """The distinct non-empty values, in the order they first come."""
+    return [v for v in pd.unique(values.fillna("").astype(str)) if v]

@@ -160,7 +160,8 @@ class PhasedShape(LoadTestShape):
             if worker.id in messaging.ledger.lost_workers:
                 continue
             event = messaging.ledger.lose(worker.id, self.coordinator)
-            logging.warning("llm-bench: worker %s was lost; closed %d in-flight job(s)", worker.id,
+            logging.warning("llm-bench: worker %s (client host %s) was lost during %s; closed %d in-flight job(s)",
+                            worker.id, event["client_host"] or "unknown", event["phase"] or "the end",
                             event["in_flight_jobs"])
             writer = JsonlWriter(Path(self.runner.environment.parsed_options.llm_out) / LOST_WORKERS_JSONL)
             writer.write(event)

@@ -122,11 +122,20 @@ class Ledger:
         self.held: dict[str, Job] = {}  # user -> job it is running
         self.records_done: dict[str, int] = {}  # worker node -> records its finished jobs made
         self.records_in: dict[str, int] = {}  # worker node -> measured records received (no warm-ups)
+        self.machines: dict[str, dict] = {}  # worker node -> client_host and client_pid its records carry
         self.lost_workers: set[str] = set()
 
+    def heard_from(self, node: str, rows) -> None:
+        """A worker's report: count its measured records; its first records name its machine."""
+        self.records_in[node] = self.records_in.get(node, 0) + sum(1 for r in rows if r.get("scenario") != "warmup")
+        if rows and node not in self.machines:
+            self.machines[node] = {"client_host": rows[0].get("client_host", ""),
+                                   "client_pid": rows[0].get("client_pid")}
+
     def lose(self, node: str, coordinator: Coordinator) -> dict:
-        """Close everything the worker held; say what may be missing."""
+        """Close everything the worker held; say which machine it was, when, and what may be missing."""
         self.lost_workers.add(node)
+        phase = coordinator.phase.name if coordinator.phase is not None else ""  # before closing moves it on
         lost_jobs: list[Job] = []  # in flight: their records (agent: up to a session's) never came
         for user in self.users_of.pop(node, set()):
             job = self.held.pop(user, None)
@@ -134,8 +143,9 @@ class Ledger:
                 coordinator.done(job)
                 lost_jobs.append(job)
             lost_jobs += coordinator.forget(user)
-        return {"worker": node, "lost_at": time.time(), "in_flight_jobs": len(lost_jobs),
-                "in_flight": [f"{job.phase} round {job.round} #{job.index}" for job in lost_jobs],
+        machine = self.machines.get(node, {"client_host": "", "client_pid": None})  # unknown: no record came
+        return {"worker": node, **machine, "lost_at": time.time(), "phase": phase, "in_flight_jobs": len(lost_jobs),
+                "in_flight": [{"phase": job.phase, "round": job.round, "index": job.index} for job in lost_jobs],
                 "records_finished": self.records_done.get(node, 0),
                 "records_received": self.records_in.get(node, 0)}
 
@@ -169,8 +179,7 @@ def _on_done(environment, msg, **_kwargs) -> None:
 
 @events.worker_report.add_listener
 def _count_records(client_id, data) -> None:
-    measured = sum(1 for row in data.get("llm_records", ()) if row.get("scenario") != "warmup")
-    ledger.records_in[client_id] = ledger.records_in.get(client_id, 0) + measured
+    ledger.heard_from(client_id, data.get("llm_records", ()))
 
 
 def _on_ping(environment, msg, **_kwargs) -> None:

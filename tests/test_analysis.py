@@ -399,3 +399,193 @@ def test_analysis_never_imports_locust_or_gevent():
     code = ("import sys, analysis.report, analysis.agreement, analysis.overview; "
             "assert not {'locust', 'gevent'} & set(sys.modules), sorted(sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
+
+
+# -- reading every kind of file alike ---------------------------------------------------------------
+
+def messy_csv(path, extra_rows: int = 0) -> None:
+    """requests.csv with what hands and other tools do to one: quoted cells holding commas, quotes and
+    newlines, a short row, a long row, a blank line, values of the wrong type, an unknown column."""
+    def line(**fields) -> list[str]:
+        record = Record(**{**DEFAULTS, "scenario": "chat", "phase": "chat", "round": 1, "ttft_s": 0.5, **fields})
+        return ["" if v is None else str(v) for v in record.to_dict().values()] + ["x"]
+
+    lines = [line(error_detail='said "no", twice\nthen, again\r\nand stopped', ok=False),  # file line 2-4
+             ["chat", "too", "short"],  # 5
+             line() + ["one too many"],  # 6
+             [],  # 7: blank
+             line(ok="maybe"), line(round="1.5"), line(round="nan"), line(ttft_s="abc"),  # 8-11
+             line(ttft_s="nan"), line(ttft_s=" 0.25 "), line(needle_found="yes"), line(turn=None)]  # 12-15
+    lines += [line(round=r) for r in range(2, 2 + extra_rows)]
+    import csv
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow([*COLUMNS, "surprise"])
+        writer.writerows(lines)
+
+
+def read_both_ways(path):
+    plain, module = load._Reading(), load._Reading()
+    load._read_plain_csv(path, plain)
+    load._read_csv(path, module)
+    return plain.result(), module.result(), plain.bad_lines
+
+
+def test_the_c_parser_and_the_csv_module_read_a_messy_csv_the_same(tmp_path, monkeypatch):
+    messy_csv(tmp_path / "requests.csv", extra_rows=40)
+    for block in (load.CSV_BLOCK_BYTES, 700):  # 700 bytes: records cut across blocks
+        monkeypatch.setattr(load, "CSV_BLOCK_BYTES", block)
+        (records, problems), (expected, expected_problems), bad = read_both_ways(tmp_path / "requests.csv")
+        pd.testing.assert_frame_equal(records, expected)
+        assert problems == expected_problems and bad == 2
+    width = len(COLUMNS) + 1
+    assert problems == [
+        f"requests.csv line 5: 3 cells where the header has {width}; row skipped",
+        f"requests.csv line 6: {width + 1} cells where the header has {width}; row skipped",
+        "unknown column 'surprise': kept, not analysed",
+        "column round: 2 value(s) not of type int | None (requests.csv line 9, requests.csv line 10), read as missing",
+        "column ok: 1 value(s) not of type bool (requests.csv line 8), read as missing",
+        "column ttft_s: 1 value(s) not of type float | None (requests.csv line 11), read as missing"]
+    assert len(records) == 49 and records["error_detail"].iloc[0] == 'said "no", twice\nthen, again\r\nand stopped'
+    shown = records.iloc[:8]
+    assert shown["ttft_s"].isna().tolist() == [False, False, False, False, True, True, False, False]
+    assert shown["ttft_s"].iloc[6] == 0.25 and shown["needle_found"].iloc[7]
+    assert shown["round"].isna().tolist() == [False, False, True, True, False, False, False, False]
+    assert shown["turn"].isna().all() and shown["ok"].isna().tolist() == [False, True] + [False] * 6
+    assert (records["surprise"] == "x").all()
+
+
+def test_a_quote_inside_a_cell_is_read_by_the_csv_module(tmp_path):
+    messy_csv(tmp_path / "requests.csv")
+    text = (tmp_path / "requests.csv").read_text()
+    (tmp_path / "requests.csv").write_text(text.replace(",sim,", ',si"m,', 1))
+    with pytest.raises(load._NotPlain):
+        load._read_plain_csv(tmp_path / "requests.csv", load._Reading())
+    records, info = load.load_run(tmp_path)  # the csv module reads it as text, as it always did
+    assert records["engine"].iloc[0] == 'si"m' and len(records) == 9 and info["bad_lines"] == 2
+
+
+def test_json_values_of_the_wrong_type_are_read_as_missing_and_said(tmp_path):
+    good = Record(scenario="chat", phase="chat", round=1, ok=True, ttft_s=0.5, needle_found=None).to_dict()
+    odd = [{"ttft_s": "abc"}, {"ttft_s": True}, {"round": 2.5}, {"ok": "yes"}, {"needle_found": 1},
+           {"ttft_s": "0.75", "round": "3"}, {"decode_tps": None, "surprise": [1, 2]}]
+    lines = [json.dumps(good)] + [json.dumps({**good, **change}) for change in odd] + ["not json", "[1, 2]"]
+    (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    records, info = load.load_run(tmp_path)
+    assert info["bad_lines"] == 2 and info["problems"] == [
+        "records.jsonl line 9: not a JSON object (cut by a kill?); skipped",
+        "records.jsonl line 10: not a JSON object (cut by a kill?); skipped",
+        "unknown column 'surprise': kept, not analysed",
+        "column round: 1 value(s) not of type int | None (records.jsonl line 4), read as missing",
+        "column ttft_s: 2 value(s) not of type float | None (records.jsonl line 2, records.jsonl line 3), "
+        "read as missing"]
+    assert records["ttft_s"].tolist()[:3] == [0.5, pd.NA, pd.NA] and records["ttft_s"].iloc[6] == 0.75
+    assert records["round"].isna().tolist() == [False, False, False, True, False, False, False, False]
+    assert records["round"].iloc[6] == 3 and records["ok"].all() and records["needle_found"].iloc[5]
+    assert records["decode_tps"].isna().all()  # null, and a field never sent: missing, never 0
+    assert records["surprise"].tolist() == [""] * 7 + ["[1, 2]"]
+
+
+# -- charts at real size ----------------------------------------------------------------------------
+
+def many_requests(count: int, seed: int = 1) -> pd.DataFrame:
+    """``count`` typed records over four phases and two setups, itl_s drawn at random; some without
+    itl_s (one event: missing, never 0), some failed, some warm-ups."""
+    rng = np.random.default_rng(seed)
+    base = frame({"scenario": "chat", "phase": "chat", "round": 1, "itl_s": 0.01})
+    records = base.loc[np.zeros(count, dtype=int)].reset_index(drop=True)
+    phases = np.array(["chat", "prompt-4k", "burst-4", "warmup-chat"])[rng.integers(0, 4, count)]
+    itl = pd.array(rng.lognormal(-4.5, 0.5, count), dtype="Float64")
+    itl[rng.random(count) < 0.05] = pd.NA
+    return records.assign(phase=phases, scenario=np.where(phases == "warmup-chat", "warmup", "chat"),
+                          setup=np.where(rng.random(count) < 0.5, "one", "two"), itl_s=itl,
+                          ok=pd.array(rng.random(count) > 0.02, dtype="boolean"))
+
+
+def test_the_token_latency_chart_of_100k_requests_holds_a_box_per_phase_and_setup():
+    from analysis import charts
+
+    records = many_requests(100_000)
+    spec = charts.spec(charts.token_latency_chart(records, {"one": "A", "two": "B"}))
+    data = [rows for rows in spec["datasets"].values()]
+    assert len(data) == 1 and len(data[0]) == 3 * 2  # three measured phases, two setups: six boxes
+    assert len(json.dumps(spec)) < 20_000
+
+
+def test_latency_boxes_are_pandas_quantiles_of_the_requests_that_have_itl():
+    from analysis import charts
+
+    records = many_requests(5_000, seed=2)
+    boxes = charts.latency_boxes(records, {"one": "A", "two": "B"}).set_index(["phase", "setup"])
+    counted = records[(records["scenario"] != "warmup") & records["ok"].fillna(False).astype(bool)]
+    for (phase, setup), mine in counted.groupby(["phase", "setup"]):
+        values = mine["itl_s"].dropna().astype(float) * 1000
+        box = boxes.loc[(phase, setup)]
+        assert box["n"] == len(values) < len(mine)  # requests without itl_s are left out, not read as 0
+        assert box["q1"] == pytest.approx(values.quantile(0.25)) and box["q3"] == pytest.approx(values.quantile(0.75))
+        assert box["median"] == pytest.approx(values.median())
+        assert (box["min"], box["max"]) == pytest.approx((values.min(), values.max()))
+        assert box["key"] == {"one": "A", "two": "B"}[setup]
+
+
+def test_a_phase_without_any_itl_has_no_box_rather_than_a_box_at_zero():
+    from analysis import charts
+
+    records = frame({"phase": "chat", "itl_s": 0.02}, {"phase": "chat", "itl_s": 0.04},
+                    {"phase": "burst-4", "itl_s": None}, {"phase": "burst-4", "itl_s": None},
+                    {"phase": "prompt-4k", "itl_s": 0.5, "ok": False, "error": "timeout"},
+                    scenario="chat", round=1, setup="s")
+    boxes = charts.latency_boxes(records, {"s": "A"})
+    assert boxes["phase"].tolist() == ["chat"] and boxes["n"].tolist() == [2]
+    assert boxes[["min", "median", "max"]].iloc[0].tolist() == pytest.approx([20.0, 30.0, 40.0])
+    assert charts.latency_boxes(records[records["phase"] == "burst-4"], {"s": "A"}).empty
+    assert charts.token_latency_chart(records[records["phase"] != "chat"], {"s": "A"}) is None
+
+
+# -- a lost worker --------------------------------------------------------------------------------
+
+def test_a_lost_worker_is_named_with_what_it_lost_and_who_carried_on():
+    from analysis import lost_workers
+
+    records = frame(
+        {"client_host": "laptop-1", "client_pid": 11, "round": 1, "t_start": 100.0},
+        {"client_host": "laptop-2", "client_pid": 22, "round": 2, "t_start": 101.0},
+        {"client_host": "laptop-2", "client_pid": 22, "round": 3, "t_start": 130.0},  # after the loss
+        {"client_host": "laptop-3", "client_pid": 33, "round": 4, "t_start": 131.0},
+        {"client_host": "laptop-3", "client_pid": 33, "round": 5, "t_start": 132.0},
+        {"client_host": "laptop-2", "client_pid": 22, "phase": "burst-4", "scenario": "burst", "t_start": 140.0},
+        scenario="chat", phase="chat")
+    lost = pd.DataFrame([
+        {"worker": "w1", "client_host": "laptop-1", "client_pid": 11, "lost_at": 120.0, "phase": "chat",
+         "in_flight_jobs": 1, "in_flight": [{"phase": "chat", "round": 2, "index": 4}], "records_finished": 3,
+         "records_received": 1},
+        {"worker": "w9", "client_host": None, "client_pid": None, "lost_at": 125.0, "phase": "chat",
+         "in_flight_jobs": 0, "in_flight": [], "records_finished": 0, "records_received": 0},
+        {"worker": "w4", "client_host": "laptop-4", "client_pid": 44, "lost_at": 150.0, "phase": "",
+         "in_flight_jobs": 1, "in_flight": ["burst-4 round 3 #1"], "records_finished": None,
+         "records_received": None}])  # an older file: jobs as text, no counts
+    table = lost_workers.losses(records, lost)
+    assert table["carried_by"].iloc[0] == {"laptop-2": 1, "laptop-3": 2}
+    said = lost_workers.sentences(table)
+    assert said[0] == (
+        "**laptop-1** was lost at 1970-01-01T00:02:00Z, during chat; 1 of the 3 measured records its finished jobs "
+        "made reached the master (2 may be missing from the records; its own worker-*.jsonl holds them if its disk "
+        "survived); 1 of its jobs in flight was closed and never recorded: chat round 2; laptop-2 (1 record sent "
+        "after the loss) and laptop-3 (2 records sent after the loss) carried the rest of chat.")
+    assert said[1].startswith("worker w9 (no record of it reached the master: its machine is unknown) was lost")
+    assert "; it had nothing in flight;" in said[1]
+    assert said[2] == ("**laptop-4** was lost at 1970-01-01T00:02:30Z, after the last phase; how many of its records "
+                       "arrived is not known; 1 of its jobs in flight was closed and never recorded: "
+                       "burst-4 round 3 #1.")
+
+
+def test_processes_of_one_machine_are_told_apart_by_pid():
+    from analysis import lost_workers
+
+    records = frame({"client_pid": 1, "t_start": 10.0}, {"client_pid": 2, "t_start": 30.0},
+                    scenario="chat", phase="chat", round=1, client_host="vm")
+    lost = pd.DataFrame([{"worker": "w", "client_host": "vm", "client_pid": 1, "lost_at": 20.0, "phase": "chat",
+                          "in_flight_jobs": 0, "in_flight": [], "records_finished": 1, "records_received": 1}])
+    said = lost_workers.sentences(lost_workers.losses(records, lost))[0]
+    assert said.startswith("**vm (pid 1)** was lost") and "vm (pid 2) (1 record sent after the loss)" in said
+    assert "reached the master;" in said  # nothing missing: no "may be missing"

@@ -38,9 +38,9 @@ def start_master(url: str, out: Path, port: int, suite: list[str], workers: int 
                   log=out.parent / "master.log", locustfile=locustfile)
 
 
-def start_worker(port: int, log: Path, locustfile: Path = SUITE) -> subprocess.Popen:
+def start_worker(port: int, log: Path, locustfile: Path = SUITE, client_host: str = "") -> subprocess.Popen:
     return locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log=log,
-                  locustfile=locustfile)
+                  locustfile=locustfile, *(["--client-host", client_host] if client_host else []))
 
 
 def expected_counts(**options) -> dict[str, int]:
@@ -78,7 +78,7 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     out, port = tmp_path / "run", free_port()
     out.mkdir()
     master = start_master(sim.url, out, port, ["--only", "chat,burst", "--runs", "6", "--bursts", "2"])
-    workers = [start_worker(port, tmp_path / f"worker{i}.log") for i in range(2)]
+    workers = [start_worker(port, tmp_path / f"worker{i}.log", client_host=f"laptop-{i}") for i in range(2)]
     try:
         victim = _worker_holding_the_chat_user(out, workers)
         os.kill(victim.pid, signal.SIGKILL)
@@ -88,14 +88,31 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
             process.kill()
     lost = pd.DataFrame(read_jsonl(out / "lost-workers.jsonl")[0])
     assert len(lost) == 1 and lost.loc[0, "lost_at"] > 0
+    loss = lost.iloc[0]
+    victim_host, survivor = f"laptop-{workers.index(victim)}", f"laptop-{1 - workers.index(victim)}"
+    assert loss["client_host"] == victim_host and loss["client_pid"] == victim.pid  # from its own records
     records = load_records(out)
     measured = records[records["scenario"] != "warmup"]
     assert (measured["phase"] == "burst-2").sum() >= 2 * 5  # the run went on after the loss
     chat = measured[measured["phase"] == "chat"]
     missing = 3 * 6 - len(chat)
     # What is missing is bounded by what the dead worker finished but had not reported, plus in flight.
-    unreported = lost.loc[0, "records_finished"] - lost.loc[0, "records_received"]
-    assert 0 <= missing <= unreported + lost.loc[0, "in_flight_jobs"]
+    unreported = loss["records_finished"] - loss["records_received"]
+    assert 0 <= missing <= unreported + loss["in_flight_jobs"]
+    assert len(loss["in_flight"]) == loss["in_flight_jobs"]
+    # The report says it: which laptop, when, during which phase, what arrived, what was closed, who carried on.
+    summary = (out / "summary.md").read_text()
+    said = summary.split("**Lost workers**", 1)[1].split("\n\n", 2)[1]
+    assert said.startswith(f"- **{victim_host}** was lost at ") and f", during {loss['phase']};" in said, said
+    assert f"; {loss['records_received']} of the {loss['records_finished']} measured records its finished jobs " \
+           "made reached the master" in said, said
+    closed = [f"{job['phase']} round {job['round']}" for job in loss["in_flight"]]
+    assert (": " + ", ".join(closed) in said) if closed else "it had nothing in flight" in said, said
+    after = measured[(measured["phase"] == loss["phase"]) & (measured["t_start"] > loss["lost_at"])]
+    assert set(after["client_host"]) <= {survivor}  # a dead laptop sends nothing after it is lost
+    if len(after):
+        assert f"; {survivor} ({len(after)} record{'s' if len(after) > 1 else ''} sent after the loss) carried the rest " \
+               f"of {loss['phase']}." in said, said
 
 
 def _worker_holding_the_chat_user(out: Path, workers: list[subprocess.Popen]) -> subprocess.Popen:

@@ -242,3 +242,22 @@ def test_a_killed_run_is_reported_as_incomplete(tmp_path):
     assert {"summary.md", "summary.csv", "report.html"} <= written and "total_tps.png" not in written
     text = (tmp_path / "summary.md").read_text()
     assert "**Incomplete run**" in text and "records.jsonl line 2: not a JSON object" in text
+
+
+def test_a_lost_worker_is_in_the_summary_and_the_comparison(tmp_path):
+    run = synthetic_run(tmp_path / "room", "room", 1.0)
+    lost = {"worker": "node-1", "client_host": "c1", "client_pid": 4242, "lost_at": 1.7e9 + 5, "phase": "agent",
+            "in_flight_jobs": 1, "in_flight": [{"phase": "agent", "round": 2, "index": 1}], "records_finished": 8,
+            "records_received": 6}
+    (run / "lost-workers.jsonl").write_text(json.dumps(lost) + "\n")
+    write_report(run)
+    text = (run / "summary.md").read_text()
+    sentence = ("**c1** was lost at 2023-11-14T22:13:25Z, during agent; 6 of the 8 measured records its finished jobs "
+                "made reached the master (2 may be missing from the records; its own worker-*.jsonl holds them if its "
+                "disk survived); 1 of its jobs in flight was closed and never recorded: agent round 2; no other client "
+                "sent a record of agent after the loss.")
+    assert f"**Lost workers**: the run went on without them\n\n- {sentence}" in text
+    assert "- client hosts: c1 (lost)" in text
+    write_compare([run, synthetic_run(tmp_path / "other", "other", 2.0)], None, tmp_path / "cmp")
+    text = (tmp_path / "cmp" / "compare.md").read_text()
+    assert f"- A (room): {sentence}" in text and text.count("was lost at") == 1
