@@ -12,7 +12,7 @@ Its phases (scenario ``probe``: counted in the report's requests table, never ju
   with a short answer: its first token, beside the first rung's short prompt, gives the prefill rate
   and what a first token costs besides reading the prompt.
 - ``probe-answers``: the classroom's first questions (``ANSWERS`` of them, each from a fresh student,
-  as many at once as there are slots), answered as the class's are (``--max-tokens``, natural length
+  asked by the last rung's users: the server answers as many at once as it has slots), answered as the class's are (``--max-tokens``, natural length
   unless ``--ignore-eos``): how long the answers are, and how long a conversation's first prompt is.
 
 ``Probe`` runs the phases with the suite's ``Coordinator`` (one per phase: the next rung depends on the
@@ -49,8 +49,8 @@ def burst_phase(k: int) -> Phase:
     return Phase(name, SCENARIO, k, [Job(SCENARIO, name, 1, i, concurrency=k) for i in range(k)], barrier=True)
 
 
-def prompt_phase(tokens: int) -> Phase:
-    return Phase(PROMPT, SCENARIO, 1, [Job(SCENARIO, PROMPT, 1, 0, size=tokens)])
+def prompt_phase(tokens: int, users: int = 1) -> Phase:
+    return Phase(PROMPT, SCENARIO, users, [Job(SCENARIO, PROMPT, 1, 0, size=tokens)])
 
 
 def answers_phase(users: int) -> Phase:
@@ -170,7 +170,7 @@ class Probe:
         if kind(phase.name) == BURST:
             self._after_burst(phase.users, rows)
         elif phase.name == PROMPT:
-            self._open(answers_phase(min(self.slots or ANSWERS, ANSWERS)))
+            self._open(answers_phase(phase.users))
         else:
             self.finished, self._coordinator = True, None
 
@@ -190,7 +190,9 @@ class Probe:
             return
         else:
             self.notes.append(f"all {k} requests sent at once were served at once: no slot limit seen")
-        self._open(prompt_phase(longest_prompt(self.max_tokens)))
+        # The last rung's users stay: a user stopped while its job is on the way (a worker's) would take the
+        # job with it. The server answers as many at once as it has slots, whoever waits.
+        self._open(prompt_phase(longest_prompt(self.max_tokens), users=k))
 
     # -- the figures --
     def server(self, unlimited_slots: int) -> Server | None:
