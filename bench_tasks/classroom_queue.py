@@ -2,8 +2,9 @@
 
 The server is what the capacity search's probe measured (``Server``): ``slots`` requests served at
 once, the rest waiting first come, first served; a request that gets a slot sees its first token
-after ``first_token_s`` plus its prompt read at ``prefill_tps`` (only the tokens new since the
-conversation's last turn when the server keeps prefixes, ``cached_history``), then decodes the rest
+after ``first_token_s`` plus its prompt read at ``prefill_tps`` (only its question when the server keeps
+prefixes, ``cached_history``: the instructions and the conversation so far, answers included, are in
+its cache, as llama.cpp's slots and host cache, vLLM's and SGLang's prefix caches keep them), then decodes the rest
 of its answer token by token, each token taking ``token_s + token_s_per_stream * (k - 1)`` seconds
 while k requests decode at once (all decoding requests advance together: one step of the engine
 makes one token for each). Answers are as long as the probe's answers to the classroom's first
@@ -46,8 +47,8 @@ class Server:
     prefill_tps: float | None = None  # prompt tokens read per second; None: too fast to matter
     answer_tokens: tuple[int, ...] = (256,)  # answer lengths (completion tokens), drawn from
     first_prompt_tokens: int = 60  # a conversation's first prompt: the instructions and the first question
-    question_tokens: int = QUESTION_TOKENS  # what each later question adds besides the last answer
-    cached_history: bool = False  # the server keeps prefixes: a turn reads only what is new since the last
+    question_tokens: int = QUESTION_TOKENS  # what a question adds to the conversation besides the last answer
+    cached_history: bool = False  # the server keeps prefixes: a turn reads only its question
 
     def __post_init__(self) -> None:
         if self.slots < 1 or self.token_s <= 0 or self.token_s_per_stream < 0 or not self.answer_tokens:
@@ -97,7 +98,6 @@ def simulate(server: Server, think: ThinkTime, students: int, requests: int = RE
     events: list = []  # (time, sequence, kind, payload): ASK (a student), FIRST (a request's first token)
     sequence = 0
     prompts = [server.first_prompt_tokens] * students
-    new_tokens = [server.first_prompt_tokens] * students
     turn = [1] * students
     for student in range(students):
         events.append((think.arrival(rng), student, 0, student))
@@ -114,10 +114,10 @@ def simulate(server: Server, think: ThinkTime, students: int, requests: int = RE
     def start(request: list, t: float) -> None:
         nonlocal busy, sequence
         busy += 1
-        read = request[3] if server.cached_history else request[2]
-        request[4] = t + server.first_token_s + server.prefill_s(read)  # the first token
+        read = server.question_tokens if server.cached_history else request[2]
+        request[3] = t + server.first_token_s + server.prefill_s(read)  # the first token
         sequence += 1
-        heapq.heappush(events, (request[4], sequence, 1, request))
+        heapq.heappush(events, (request[3], sequence, 1, request))
 
     while len(rows) < requests:
         k = len(decoding)
@@ -136,21 +136,17 @@ def simulate(server: Server, think: ThinkTime, students: int, requests: int = RE
                 start(waiting.popleft(), now)
             _finish(request, now, rows, warm_s)
             student = request[0]
-            answer = request[5]
             if turn[student] >= turns:
                 turn[student], prompts[student] = 1, server.first_prompt_tokens
-                new_tokens[student] = server.first_prompt_tokens
             else:
                 turn[student] += 1
-                added = answer + server.question_tokens
-                prompts[student] += added
-                new_tokens[student] = added
+                prompts[student] += request[4] + server.question_tokens
             sequence += 1
             heapq.heappush(events, (now + think.draw(rng), sequence, 0, student))
             continue
         _, _, kind, payload = heapq.heappop(events)
-        if kind == 0:  # a student asks: [student, t_ask, prompt, new tokens, t_first, answer]
-            request = [payload, now, prompts[payload], new_tokens[payload], None, rng.choice(server.answer_tokens)]
+        if kind == 0:  # a student asks: [student, t_ask, prompt tokens, t_first, answer tokens]
+            request = [payload, now, prompts[payload], None, rng.choice(server.answer_tokens)]
             if now >= warm_s:
                 first_ask = now if first_ask is None else first_ask
                 last_ask = now
@@ -160,13 +156,13 @@ def simulate(server: Server, think: ThinkTime, students: int, requests: int = RE
                 waiting.append(request)
         else:  # the first token: the rest of the answer decodes with the others
             sequence += 1
-            heapq.heappush(decoding, (made + max(payload[5] - 1, 0), sequence, payload))
+            heapq.heappush(decoding, (made + max(payload[4] - 1, 0), sequence, payload))
     span = (last_ask - first_ask) if first_ask is not None and last_ask is not None else 0.0
     return rows, span
 
 
 def _finish(request: list, now: float, rows: list, warm_s: float) -> None:
-    _student, t_ask, prompt, _new, t_first, answer = request
+    _student, t_ask, prompt, t_first, answer = request
     if t_ask < warm_s:
         return
     ttft, decode_s = t_first - t_ask, now - t_first

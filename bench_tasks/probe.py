@@ -220,28 +220,43 @@ class Probe:
             if rate:
                 points.append((min(k, self.slots or k), 1.0 / rate))
         token_s, per_stream = fit_token_time(points)
-        ttft_1 = slos.number(first[0].get("ttft_s"))
-        prompt_1 = slos.number(first[0].get("prompt_tokens")) or 0.0
-        prefill_tps = self._prefill_tps(ttft_1, prompt_1)
-        overhead = ttft_1 - (prompt_1 / prefill_tps if prefill_tps else 0.0)
+        ttft_1, read_1 = slos.number(first[0].get("ttft_s")), read_tokens(first[0])
+        prefill_tps = self._prefill_tps(ttft_1, read_1)
+        overhead = ttft_1 - (read_1 / prefill_tps if prefill_tps else 0.0)
         answers = _ok(self.rows.get(ANSWERS_PHASE, []))
         lengths = tuple(int(n) for n in (slos.number(row.get("completion_tokens")) for row in answers) if n)
         if not lengths:
             self.notes.append(f"no answer's length was measured: taken as {self.max_tokens} tokens")
         first_prompt = median([slos.number(row.get("prompt_tokens")) for row in answers])
+        # A server that served the instructions the questions share from its cache keeps prefixes: a turn
+        # then reads its question alone (what the cache did not hold of a first question: the question).
+        cached = [row for row in answers if cached_tokens(row)]
+        question = median([read_tokens(row) for row in cached])
         return Server(slots=self.slots or unlimited_slots, token_s=token_s, token_s_per_stream=per_stream,
                       first_token_s=max(overhead, 0.0), prefill_tps=prefill_tps,
                       answer_tokens=lengths or (self.max_tokens,),
-                      first_prompt_tokens=int(first_prompt) if first_prompt else len(SYSTEM) // 4 + QUESTION_TOKENS)
+                      first_prompt_tokens=int(first_prompt) if first_prompt else len(SYSTEM) // 4 + QUESTION_TOKENS,
+                      question_tokens=int(question) if question else QUESTION_TOKENS, cached_history=bool(cached))
 
-    def _prefill_tps(self, ttft_1: float, prompt_1: float) -> float | None:
-        """Prompt tokens per second from the long prompt's first token against the first rung's; None
-        when the long one came less than ``SEEN_S`` later (reading a prompt is too fast to see, or to matter)."""
+    def _prefill_tps(self, ttft_1: float, read_1: float) -> float | None:
+        """Prompt tokens read per second, from the long prompt's first token against the first rung's
+        (the tokens each had to read: its prompt less what the server's cache held); None when the long
+        one came less than ``SEEN_S`` later (reading a prompt is too fast to see, or to matter)."""
         rows = _ok(self.rows.get(PROMPT, []))
         if not rows:
             self.notes.append("the long prompt failed: reading a prompt taken as free")
             return None
-        ttft, tokens = slos.number(rows[0].get("ttft_s")), slos.number(rows[0].get("prompt_tokens"))
-        if ttft is None or not tokens or ttft - ttft_1 < SEEN_S or tokens <= prompt_1:
+        ttft, tokens = slos.number(rows[0].get("ttft_s")), read_tokens(rows[0])
+        if ttft is None or not tokens or ttft - ttft_1 < SEEN_S or tokens <= read_1:
             return None
-        return (tokens - prompt_1) / (ttft - ttft_1)
+        return (tokens - read_1) / (ttft - ttft_1)
+
+
+def cached_tokens(row: dict) -> float:
+    """Prompt tokens the server says its cache held (usage's cached_tokens, or llama.cpp's own cache_n)."""
+    return slos.number(row.get("cached_tokens")) or slos.number(row.get("engine_cache_n")) or 0.0
+
+
+def read_tokens(row: dict) -> float:
+    """Prompt tokens the server had to read: the prompt less what its cache held."""
+    return max((slos.number(row.get("prompt_tokens")) or 0.0) - cached_tokens(row), 0.0)

@@ -14,8 +14,9 @@ class FakeServer:
     while k decode, a first token after ``first_token_s`` plus the prompt read at ``prefill_tps``."""
 
     def __init__(self, slots: int | None, token_s: float, per_stream: float = 0.0, first_token_s: float = 0.01,
-                 prefill_tps: float = 10000.0, answers=(100, 150, 200), fail_at: int | None = None) -> None:
-        self.slots, self.token_s, self.per_stream = slots, token_s, per_stream
+                 prefill_tps: float = 10000.0, answers=(100, 150, 200), fail_at: int | None = None,
+                 cached: int = 0) -> None:
+        self.slots, self.token_s, self.per_stream, self.cached = slots, token_s, per_stream, cached
         self.first_token_s, self.prefill_tps, self.answers, self.fail_at = first_token_s, prefill_tps, answers, fail_at
 
     def rows(self, phase: str, jobs: list) -> list[dict]:
@@ -23,8 +24,10 @@ class FakeServer:
             return self._burst(jobs)
         if phase == PROMPT:
             ttft = self.first_token_s + jobs[0].size / self.prefill_tps
-            return [row(phase, ttft, ttft + 15 * self.token_s, prompt_tokens=jobs[0].size, completion_tokens=16)]
-        return [row(phase, 0.05, 0.05 + 100 * self.token_s, prompt_tokens=80,
+            return [row(phase, ttft, ttft + 15 * self.token_s, prompt_tokens=jobs[0].size + self.cached,
+                        cached_tokens=self.cached, completion_tokens=16)]
+        # The instructions the questions share are in a caching server's cache (all but the first's).
+        return [row(phase, 0.05, 0.05 + 100 * self.token_s, prompt_tokens=80, cached_tokens=self.cached and 50,
                     completion_tokens=self.answers[job.index % len(self.answers)]) for job in jobs]
 
     def _burst(self, jobs: list) -> list[dict]:
@@ -39,8 +42,9 @@ class FakeServer:
         for i, job in enumerate(jobs):
             wave = i // at_once  # those past the slots wait for a whole answer per wave ahead of them
             start = wave * (ttft + answer_s)
-            rows.append(row(job.phase, start + ttft, start + ttft + answer_s, prompt_tokens=20,
-                            completion_tokens=BURST_TOKENS, decode_tps=1 / per_token, release_offset_s=0.001))
+            rows.append(row(job.phase, start + ttft, start + ttft + answer_s, prompt_tokens=20 + self.cached,
+                            cached_tokens=self.cached, completion_tokens=BURST_TOKENS, decode_tps=1 / per_token,
+                            release_offset_s=0.001))
         return rows
 
 
@@ -81,8 +85,18 @@ def test_the_probe_climbs_bursts_a_little_past_the_slots_then_reads_a_long_promp
     assert measured.prefill_tps == pytest.approx(10000.0)
     assert measured.first_token_s == pytest.approx(0.01)  # the first rung's first token less its 20 tokens read
     assert sorted(set(measured.answer_tokens)) == [100, 150, 200] and len(measured.answer_tokens) == ANSWERS
-    assert measured.first_prompt_tokens == 80
+    assert measured.first_prompt_tokens == 80 and not measured.cached_history
     assert probe.rows[PROMPT][0]["prompt_tokens"] == longest_prompt(256) > 4 * 256
+
+
+def test_a_server_that_keeps_prefixes_is_read_by_what_it_did_not_hold():
+    probe = Probe(max_tokens=256, clock=lambda: 0.0)
+    run_probe(probe, FakeServer(slots=4, token_s=0.01, cached=24))
+    measured = probe.server(unlimited_slots=256)
+    # Each prompt's cached 24 tokens cost nothing: the rate and the first token's cost are the same as without.
+    assert measured.prefill_tps == pytest.approx(10000.0) and measured.first_token_s == pytest.approx(0.01)
+    # The first questions' shared instructions came from the cache: a turn reads only its 30-token question.
+    assert measured.cached_history and measured.question_tokens == 30
 
 
 def test_a_server_that_seats_every_burst_has_no_slot_limit_the_class_would_meet():
