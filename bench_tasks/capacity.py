@@ -25,14 +25,16 @@ times ``step_s``); there it is decided on its point estimates. A step in which t
 saturated is run once more (``settle-N-2``, ``class-N-2``): a machine that stalled for a moment
 does not end the search, a client that cannot keep up does. ``remaining_s`` says how long the
 search will still take: the steps the ladder still expects if the model is right (its capacity,
-kept within what the verdicts so far allow), each timed from the model's figures for its class
-(settle, the window held until the model's requests would decide it, the last answer). Pure:
+kept within what the verdicts so far allow), each timed from the model's figures for its class (or
+the nearest class it ran: settle, the window held until the model's requests would decide it, the
+last answer). Pure:
 clock injected, no Locust.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -384,7 +386,7 @@ class Search:
 
     def expected_window_s(self, students: int) -> float:
         o = self.options
-        figures = self.prediction.judge(students)
+        figures = self._figures(students)
         held = o.step_s
         while held < o.max_step_s:
             requests = int(figures.requests_per_s * held)
@@ -394,7 +396,17 @@ class Search:
         return held
 
     def _answer_s(self, students: int) -> float:
-        return self.prediction.judge(students).response_s
+        return self._figures(students).response_s
+
+    def _figures(self, students: int) -> classroom_queue.ClassFigures:
+        """The model's class, or the nearest class it ran, asking as often per student: running the model
+        again while a class asks would hold the loop that stamps its answers."""
+        classes = self.prediction.classes
+        if students in classes:
+            return classes[students]
+        near = min(classes.values(), key=lambda c: (abs(c.students - students), c.students))
+        return dataclasses.replace(near, students=students,
+                                   requests_per_s=near.requests_per_s * students / near.students)
 
 
 def expected_outcome(slo: slos.Slo, figures: classroom_queue.ClassFigures, requests: int) -> str:

@@ -414,3 +414,6 @@ def test_a_window_is_expected_to_last_until_the_model_s_requests_would_decide_it
     slow = [0.01] * 500 + [2.0] * 500  # half of them slow: a miss is seen in the first window
     search.prediction.classes[6] = ClassFigures(6, False, {}, 2.0, 1.5, {"ttft_s": slow})
     assert search.expected_window_s(6) == 10.0
+    # A class the model did not run is timed from the nearest it ran (never run while a class asks), asking as
+    # often per student: 12 students like 6 at twice the rate, 4 per second.
+    assert search.expected_window_s(12) == 10.0 and search._figures(12).requests_per_s == 4.0
