@@ -93,84 +93,100 @@ def simulate(server: Server, think: ThinkTime, students: int, requests: int = RE
              turns: int = len(TOPICS[0])) -> tuple[list[dict], float]:
     """The predicted requests of a class of ``students`` (those asked after it arrived), and the
     seconds of the class's steady run they were asked in."""
-    rng = random.Random(seed * 1000003 + students)
-    warm_s = 2 * think.max_s  # the ramp and the first think: a steady class from here on
-    events: list = []  # (time, sequence, kind, payload): ASK (a student), FIRST (a request's first token)
-    sequence = 0
-    prompts = [server.first_prompt_tokens] * students
-    turn = [1] * students
-    for student in range(students):
-        events.append((think.arrival(rng), student, 0, student))
-    sequence = students
-    heapq.heapify(events)
-    waiting: deque = deque()
-    busy = 0
-    decoding: list = []  # (tokens made by every decoding request when this one is done, sequence, request)
-    made = 0.0  # tokens each decoding request has made since the start (they all advance together)
-    now = 0.0
-    rows: list[dict] = []
-    first_ask = last_ask = None
+    return _Classroom(server, think, students, turns, random.Random(seed * 1000003 + students)).run(requests)
 
-    def start(request: list, t: float) -> None:
-        nonlocal busy, sequence
-        busy += 1
+
+ASK, FIRST_TOKEN = 0, 1
+
+
+class _Classroom:
+    """The closed loop's state: events in time order, the queue for a slot, the requests decoding.
+
+    All decoding requests advance together, so one counter (``made``: tokens each has made since the
+    start) says when each is done; between events it grows at the rate of the current number decoding."""
+
+    def __init__(self, server: Server, think: ThinkTime, students: int, turns: int, rng: random.Random) -> None:
+        self.server, self.think, self.turns, self.rng = server, think, turns, rng
+        self.warm_s = 2 * think.max_s  # the ramp and the first think: a steady class from here on
+        self.prompts = [server.first_prompt_tokens] * students
+        self.turn = [1] * students
+        # (time, sequence, kind, payload): ASK (a student), FIRST_TOKEN (a request)
+        self.events = [(think.arrival(rng), student, ASK, student) for student in range(students)]
+        heapq.heapify(self.events)
+        self.sequence = students
+        self.waiting: deque = deque()
+        self.busy = 0
+        self.decoding: list = []  # (``made`` when this one is done, sequence, request)
+        self.made = 0.0
+        self.now = 0.0
+        self.rows: list[dict] = []
+        self.asked: list[float] = []  # when the predicted requests were asked
+
+    def run(self, requests: int) -> tuple[list[dict], float]:
+        while len(self.rows) < requests:
+            k = len(self.decoding)
+            rate = 1.0 / self.server.token_time_s(k) if k else 0.0
+            t_done = self.now + (self.decoding[0][0] - self.made) / rate if k else math.inf
+            t_event = self.events[0][0] if self.events else math.inf
+            if t_done == math.inf and t_event == math.inf:
+                break
+            t = min(t_done, t_event)
+            self.made += (t - self.now) * rate
+            self.now = t
+            if t_done <= t_event:
+                self._done(heapq.heappop(self.decoding)[2])
+                continue
+            _, _, kind, payload = heapq.heappop(self.events)
+            if kind == ASK:
+                self._ask(payload)
+            else:  # the first token: the rest of the answer decodes with the others
+                self._push(self.decoding, self.made + max(payload[4] - 1, 0), payload)
+        span = self.asked[-1] - self.asked[0] if self.asked else 0.0
+        return self.rows, span
+
+    def _push(self, heap: list, key: float, *payload) -> None:
+        self.sequence += 1
+        heapq.heappush(heap, (key, self.sequence, *payload))
+
+    def _ask(self, student: int) -> None:
+        # a request: [student, asked at, prompt tokens, first token at, answer tokens]
+        request = [student, self.now, self.prompts[student], None, self.rng.choice(self.server.answer_tokens)]
+        if self.now >= self.warm_s:
+            self.asked.append(self.now)
+        if self.busy < self.server.slots:
+            self._start(request)
+        else:
+            self.waiting.append(request)
+
+    def _start(self, request: list) -> None:
+        server = self.server
+        self.busy += 1
         read = server.question_tokens if server.cached_history else request[2]
-        request[3] = t + server.first_token_s + server.prefill_s(read)  # the first token
-        sequence += 1
-        heapq.heappush(events, (request[3], sequence, 1, request))
+        request[3] = self.now + server.first_token_s + server.prefill_s(read)
+        self._push(self.events, request[3], FIRST_TOKEN, request)
 
-    while len(rows) < requests:
-        k = len(decoding)
-        rate = 1.0 / server.token_time_s(k) if k else 0.0
-        t_done = now + (decoding[0][0] - made) / rate if k else math.inf
-        t_event = events[0][0] if events else math.inf
-        if t_done == math.inf and t_event == math.inf:
-            break
-        t = min(t_done, t_event)
-        made += (t - now) * rate
-        now = t
-        if t_done <= t_event:
-            _, _, request = heapq.heappop(decoding)
-            busy -= 1
-            if waiting:
-                start(waiting.popleft(), now)
-            _finish(request, now, rows, warm_s)
-            student = request[0]
-            if turn[student] >= turns:
-                turn[student], prompts[student] = 1, server.first_prompt_tokens
-            else:
-                turn[student] += 1
-                prompts[student] += request[4] + server.question_tokens
-            sequence += 1
-            heapq.heappush(events, (now + think.draw(rng), sequence, 0, student))
-            continue
-        _, _, kind, payload = heapq.heappop(events)
-        if kind == 0:  # a student asks: [student, t_ask, prompt tokens, t_first, answer tokens]
-            request = [payload, now, prompts[payload], None, rng.choice(server.answer_tokens)]
-            if now >= warm_s:
-                first_ask = now if first_ask is None else first_ask
-                last_ask = now
-            if busy < server.slots:
-                start(request, now)
-            else:
-                waiting.append(request)
-        else:  # the first token: the rest of the answer decodes with the others
-            sequence += 1
-            heapq.heappush(decoding, (made + max(payload[4] - 1, 0), sequence, payload))
-    span = (last_ask - first_ask) if first_ask is not None and last_ask is not None else 0.0
-    return rows, span
+    def _done(self, request: list) -> None:
+        self.busy -= 1
+        if self.waiting:
+            self._start(self.waiting.popleft())
+        student, t_ask, prompt, t_first, answer = request
+        if t_ask >= self.warm_s:
+            self.rows.append(_predicted(t_ask, t_first, self.now, prompt, answer))
+        if self.turn[student] >= self.turns:  # a fresh conversation
+            self.turn[student], self.prompts[student] = 1, self.server.first_prompt_tokens
+        else:
+            self.turn[student] += 1
+            self.prompts[student] += answer + self.server.question_tokens
+        self._push(self.events, self.now + self.think.draw(self.rng), ASK, student)
 
 
-def _finish(request: list, now: float, rows: list, warm_s: float) -> None:
-    _student, t_ask, prompt, t_first, answer = request
-    if t_ask < warm_s:
-        return
-    ttft, decode_s = t_first - t_ask, now - t_first
-    tokens = answer - 1
-    rows.append({"ok": True, "ttft_s": ttft, "ttfb_s": ttft, "e2e_s": now - t_ask,
-                 "decode_tps": tokens / decode_s if tokens > 0 and decode_s > 0 else None,
-                 "itl_s": decode_s / tokens if tokens > 0 else None,
-                 "prompt_tps": prompt / ttft if ttft > 0 else None})
+def _predicted(t_ask: float, t_first: float, t_end: float, prompt: int, answer: int) -> dict:
+    """A predicted request as a record's figures."""
+    ttft, decode_s, tokens = t_first - t_ask, t_end - t_first, answer - 1
+    return {"ok": True, "ttft_s": ttft, "ttfb_s": ttft, "e2e_s": t_end - t_ask,
+            "decode_tps": tokens / decode_s if tokens > 0 and decode_s > 0 else None,
+            "itl_s": decode_s / tokens if tokens > 0 else None,
+            "prompt_tps": prompt / ttft if ttft > 0 else None}
 
 
 def judge_class(server: Server, think: ThinkTime, slo: slos.Slo, students: int,
