@@ -97,20 +97,32 @@ def conclusion(steps: pd.DataFrame, slo: slos.Slo) -> str:
         return "No step of the capacity search was judged."
     capacity, bound, why = result(steps)
     head = f"Largest class that met the SLO ({slo.text()})"
+    met = _deciding_figures(steps, slo, capacity)
     if why == "untested":
-        return (f"{head}: {capacity} students, the largest class tried; the server may take more (raise "
+        return (f"{head}: {capacity} students{met}, the largest class tried; the server may take more (raise "
                 f"--max-students).{_on_point_estimates(steps, [capacity])}")
     windows = steps[steps["students"] == bound]
     missed = windows["missed"].iloc[-1]
     if why == slos.SATURATED:
         twice = " in both of its windows" if len(windows) > 1 else ""
-        return (f"{head}: at least {capacity} students. At {bound} students the client itself was saturated{twice} "
+        return (f"{head}: at least {capacity} students{met}. At {bound} students the client itself was saturated{twice} "
                 f"({missed}): that step is not reported and the search stopped there. Add workers (--processes N, "
                 f"or worker machines) and search again.{_on_point_estimates(steps, [capacity])}")
     if why == slos.UNSURE:
-        return f"{head}: {capacity} students; at {bound} students its requests could not tell."
-    return (f"{head}: {capacity} students; {bound} students missed it ({missed})."
+        return f"{head}: {capacity} students{met}; at {bound} students its requests could not tell."
+    return (f"{head}: {capacity} students{met}; {bound} students missed it ({missed})."
             + _on_point_estimates(steps, [capacity, bound]))
+
+
+def _deciding_figures(steps: pd.DataFrame, slo: slos.Slo, students: int) -> str:
+    """``, TTFT p95 0.834 s (90% CI 0.712–0.968)``: the goals' figures of the class the capacity rests on
+    (its last window), as its verdict line gave them; empty when no class met the SLO."""
+    windows = steps[(steps["students"] == students) & (steps["outcome"] == slos.MEETS)]
+    if windows.empty:
+        return ""
+    step = windows.iloc[-1].to_dict()
+    columns = [c for g in slo.goals for c in (g.figure, g.low, g.high, g.level)]
+    return ", " + slos.figures_text(slo, {c: slos.number(step.get(c)) for c in columns})
 
 
 def _on_point_estimates(steps: pd.DataFrame, classes: list[int]) -> str:

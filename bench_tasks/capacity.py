@@ -1,10 +1,17 @@
 """The capacity search: how many students can the server seat before the SLO breaks?
 
-``Ladder`` picks class sizes: it grows the class (``x2``: double, ``+4``: add four) from
-``start`` until a step misses the SLO, then bisects between the largest class that met it and
-the smallest that missed, until they are ``resolution`` apart. It stops at once on a step in
-which the client was saturated (that step says nothing about the server) and at
-``max_students``. The search assumes that a class that misses the SLO is not met by a larger one.
+By default (``start`` None, ``--start-students auto``) the search first probes the server
+(``bench_tasks.probe``: its slots, decode and prefill rates, how long its answers are), predicts
+the knee with the queueing model of the class (``bench_tasks.classroom_queue``) and starts there;
+``Gallop`` then picks the class sizes: from the predicted class one student (``resolution``) toward
+the boundary (up after a class that met the SLO, down after one that missed), the stride doubling
+while the verdicts keep the direction (the prediction was off), then bisecting between the largest
+class that met and the smallest that missed until they are ``resolution`` apart. With a number for
+``start`` (or when the probe measured too little) ``Ladder`` picks them as before the probe existed:
+it grows the class (``x2``: double, ``+4``: add four) from ``start`` until a step misses the SLO,
+then bisects. Both stop at once on a step in which the client was saturated (that step says
+nothing about the server) and at ``max_students``, and both assume that a class that misses the
+SLO is not met by a larger one.
 
 ``Search`` runs the ladder against the clock, as the suite's ``Coordinator`` runs the plan, with
 the same protocol for users (``take``, ``done``, ``forget``), so the same messages carry it to
@@ -16,21 +23,45 @@ judge yet (``unsure``: a goal's interval straddles its limit) opens again and go
 phase, until it has been held twice as long, and so on up to ``max_step_s`` (default three
 times ``step_s``); there it is decided on its point estimates. A step in which the client was
 saturated is run once more (``settle-N-2``, ``class-N-2``): a machine that stalled for a moment
-does not end the search, a client that cannot keep up does. Pure: clock injected, no Locust.
+does not end the search, a client that cannot keep up does. ``remaining_s`` says how long the
+search will still take: the steps the ladder still expects if the model is right (its capacity,
+kept within what the verdicts so far allow), each timed from the model's figures for its class (or
+the nearest class it ran: settle, the window held until the model's requests would decide it, the
+last answer). Pure:
+clock injected, no Locust.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench_tasks import classroom_queue
 from bench_tasks import slo as slos
+from bench_tasks.classroom import ThinkTime
+from bench_tasks.intervals import Interval, quantile_interval
+from bench_tasks.probe import MAX_BURST, Probe
+from bench_tasks.probe import SCENARIO as PROBE
 from bench_tasks.suite import Job, Phase
 
 SCENARIO = "classroom"
 MAX_HOLD_FACTOR = 10  # a window that cannot gather min_requests is judged after this many step_s anyway
 MAX_STEP_FACTOR = 3  # an unsure window goes on up to this many step_s, unless max_step_s says otherwise
 RECORD_WAIT_S = 7.0  # after the window's last answer, how long its records may take to arrive (2 reports)
+AUTO = "auto"  # --start-students auto: probe the server and start at the model's knee
+FALLBACK_START = 2  # the probe measured too little: the ladder from here, as before the probe
+
+
+def parse_start(text) -> int | None:
+    """``auto`` (None: probe and predict) or a class size."""
+    text = str(text).strip()
+    if text == AUTO:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"expected a class size (1 or more) or auto, got {text!r}")
+    return int(text)
 
 
 def parse_step(text: str) -> tuple[str, int]:
@@ -49,7 +80,7 @@ def grow(students: int, step: tuple[str, int]) -> int:
 
 @dataclass(frozen=True)
 class SearchOptions:
-    start: int = 2
+    start: int | None = None  # None: probe the server, start at the model's knee (--start-students auto)
     step: str = "x2"
     max_students: int = 256
     resolution: int = 1
@@ -61,7 +92,8 @@ class SearchOptions:
 
     def __post_init__(self) -> None:
         parse_step(self.step)
-        if not 1 <= self.start <= self.max_students or self.resolution < 1 or self.min_requests < 1:
+        start = 1 if self.start is None else self.start
+        if not 1 <= start <= self.max_students or self.resolution < 1 or self.min_requests < 1:
             raise ValueError("need 1 <= start <= max_students, resolution >= 1 and min_requests >= 1")
         if self.max_step_s is None:
             object.__setattr__(self, "max_step_s", MAX_STEP_FACTOR * self.step_s)
@@ -97,6 +129,44 @@ class Ladder:
         if bound is None:
             return None if students >= self.max_students else min(grow(students, self.step), self.max_students)
         return None if bound - good <= self.resolution else (good + bound) // 2
+
+
+@dataclass
+class Gallop:
+    """From a predicted class toward the boundary: one ``resolution`` up after a class that met the SLO,
+    down after one that missed, twice as far each further step the same way, then bisection."""
+
+    start: int
+    max_students: int
+    resolution: int = 1
+    verdicts: dict[int, str] = field(default_factory=dict)
+    stride: int = 0  # the last move's size, signed (+ up, - down)
+
+    def next(self, students: int, outcome: str) -> int | None:
+        self.verdicts[students] = outcome
+        good, bound, why = conclude(self.verdicts)
+        if why == slos.SATURATED:
+            return None
+        if bound is None:  # every class so far met it: up
+            if good >= self.max_students:
+                return None
+            self.stride = 2 * self.stride if self.stride > 0 else self.resolution
+            return min(good + self.stride, self.max_students)
+        if good == 0 and bound > self.resolution:  # none met below the bound yet: down
+            self.stride = 2 * self.stride if self.stride < 0 else -self.resolution
+            return max(bound + self.stride, 1)
+        return None if bound - good <= self.resolution else (good + bound) // 2
+
+
+def walk(ladder, students: int | None, capacity: int) -> list[int]:
+    """The classes a copy of ``ladder`` would still try after ``students`` (not judged yet) against a
+    server that seats ``capacity``: what the search still expects if that is the truth."""
+    ladder, tried = copy.deepcopy(ladder), []
+    while students is not None and len(tried) < 64:
+        students = ladder.next(students, slos.MEETS if students <= capacity else slos.MISSES)
+        if students is not None:
+            tried.append(students)
+    return tried
 
 
 SETTLING, WINDOW, CLOSING = "settling", "window", "closing"
@@ -138,26 +208,43 @@ class Search:
     on_enter: Callable[[Phase | None, Phase | None], None] | None = None
     on_take: Callable[[Job], None] | None = None
     on_verdict: Callable[[Step, dict], None] | None = None  # a window was judged (outcome unsure: it goes on)
+    on_predict: Callable[["Search"], None] | None = None  # the probe ended: ``server``, ``prediction``, ``probe``
+    think: ThinkTime = field(default_factory=ThinkTime)  # the class's (the model's) think time
+    max_tokens: int = 256  # the class's answers (the probe asks its questions so)
     accepting: bool = True  # the suite's protocol: a search never holds its users back
     phase: Phase | None = None
     step: Step | None = None
     judged: list = field(default_factory=list)  # (Step, figures) in search order: each window's final verdict
+    probe: Probe | None = None  # the probe, while it runs and after
+    server: classroom_queue.Server | None = None  # what the probe measured
+    prediction: classroom_queue.Prediction | None = None  # the model's classes and capacity
+    ladder: Ladder | Gallop | None = None
     _jobs: int = 0
 
     def __post_init__(self) -> None:
         o = self.options
-        self.ladder = Ladder(o.start, parse_step(o.step), o.max_students, o.resolution)
-        self._seat(o.start, number=1)
+        if o.start is None:
+            self.probe = Probe(self.max_tokens, self.clock, max_burst=min(o.max_students, MAX_BURST),
+                               record_wait_s=o.record_wait_s, on_enter=lambda phase: self._enter(phase),
+                               on_take=self.on_take)
+        else:
+            self._climb(o.start)
+
+    @property
+    def probing(self) -> bool:
+        return self.probe is not None and not self.probe.finished
 
     @property
     def finished(self) -> bool:
         return self.phase is None
 
     def result(self) -> tuple[int, int | None, str]:
-        return conclude(self.ladder.verdicts)
+        return conclude(self.ladder.verdicts if self.ladder is not None else {})
 
     # -- the users' protocol (as suite.Coordinator) --
     def take(self, scenario: str, user: str) -> Job | None:
+        if self.probing:
+            return self.probe.take(scenario, user)
         if scenario != SCENARIO:
             return None
         self.poll()
@@ -174,6 +261,11 @@ class Search:
         return job
 
     def done(self, job: Job) -> None:
+        if job.scenario == PROBE:
+            if self.probing:
+                self.probe.done(job)
+            self.poll()
+            return
         step = self.step
         if step is not None and job.phase == step.window and step.open > 0:
             step.open -= 1
@@ -189,10 +281,16 @@ class Search:
                 f"{step.open} question(s) of its window in flight")
 
     def forget(self, user: str) -> list[Job]:
-        return []  # a job is handed to the user that asked for it: nothing waits to be picked up
+        # A classroom job is handed to the user that asked for it: nothing waits to be picked up. A probe
+        # burst's job may be assigned and not yet picked up.
+        return self.probe.forget(user) if self.probing else []
 
     def record(self, row: dict) -> None:
         """A finished record, where the run's records come together (local runner or master)."""
+        if self.probing:
+            self.probe.record(row)
+            self.poll()
+            return
         step = self.step
         if step is not None and row.get("phase") == step.window and row.get("scenario") == SCENARIO:
             step.rows.append(row)
@@ -200,6 +298,11 @@ class Search:
 
     # -- the clock --
     def poll(self) -> None:
+        if self.probe is not None and self.ladder is None:
+            self.probe.poll()
+            if self.probe.finished:
+                self._predict()
+            return
         step, now = self.step, self.clock()
         if step is None:
             return
@@ -212,6 +315,25 @@ class Search:
         if step.state == CLOSING and step.open == 0 and (
                 len(step.rows) >= step.handed or now - (step.last_answer or now) >= self.options.record_wait_s):
             self._judge(step)
+
+    def _predict(self) -> None:
+        """The probe is done: the model's knee is the first class (the ladder as before, if it measured too little)."""
+        o = self.options
+        self.server = self.probe.server(unlimited_slots=o.max_students)
+        if self.server is not None:
+            self.prediction = classroom_queue.predict(self.server, self.think, self.slo, o.max_students)
+            start = min(max(self.prediction.capacity, 1), o.max_students)
+            self.ladder = Gallop(start, o.max_students, o.resolution)
+        else:
+            self.ladder = Ladder(FALLBACK_START, parse_step(o.step), o.max_students, o.resolution)
+        if self.on_predict is not None:
+            self.on_predict(self)
+        self._seat(self.ladder.start, number=1)
+
+    def _climb(self, start: int) -> None:
+        o = self.options
+        self.ladder = Ladder(start, parse_step(o.step), o.max_students, o.resolution)
+        self._seat(start, number=1)
 
     def _window_full(self, step: Step, now: float) -> bool:
         held = now - step.window_started
@@ -248,3 +370,69 @@ class Search:
         previous, self.phase = self.phase, phase
         if self.on_enter is not None:
             self.on_enter(previous, phase)
+
+    # -- how long it will still take --
+    def remaining_s(self) -> float | None:
+        """Seconds the search will still take if the model is right; None without a model (a numbered
+        start, a probe that measured too little, or while the probe runs)."""
+        if self.prediction is None or self.step is None:
+            return None if self.prediction is None else 0.0
+        good, bound, _why = conclude(self.ladder.verdicts)
+        capacity = max(self.prediction.capacity, good)
+        capacity = capacity if bound is None else min(capacity, bound - 1)
+        step = self.step
+        current = self.expected_step_s(step.students)
+        elapsed = self.clock() - step.started
+        if step.window_started is not None:  # a window held longer than expected: at least its target
+            current = max(current, step.window_started - step.started + step.target_s + self._answer_s(step.students))
+        later = walk(self.ladder, step.students, capacity)
+        return max(current - elapsed, 0.0) + sum(self.expected_step_s(n) for n in later)
+
+    def expected_step_s(self, students: int) -> float:
+        """Settle, the window as long as the model says its requests take to decide it, the last answer."""
+        return self.options.settle_s + self.expected_window_s(students) + self._answer_s(students)
+
+    def expected_window_s(self, students: int) -> float:
+        o = self.options
+        figures = self._figures(students)
+        held = o.step_s
+        while held < o.max_step_s:
+            requests = int(figures.requests_per_s * held)
+            if requests >= o.min_requests and expected_outcome(self.slo, figures, requests) != slos.UNSURE:
+                break
+            held = min(2 * held, o.max_step_s)
+        return held
+
+    def _answer_s(self, students: int) -> float:
+        return self._figures(students).response_s
+
+    def _figures(self, students: int) -> classroom_queue.ClassFigures:
+        """The model's class, or the nearest class it ran, asking as often per student: running the model
+        again while a class asks would hold the loop that stamps its answers."""
+        classes = self.prediction.classes
+        if students in classes:
+            return classes[students]
+        near = min(classes.values(), key=lambda c: (abs(c.students - students), c.students))
+        return dataclasses.replace(near, students=students,
+                                   requests_per_s=near.requests_per_s * students / near.students)
+
+
+def expected_outcome(slo: slos.Slo, figures: classroom_queue.ClassFigures, requests: int) -> str:
+    """The verdict a window of ``requests`` would likely reach if the model's values are the class's: each
+    goal's interval taken at the ranks ``intervals`` would use, read off the model's sorted values."""
+    outcomes = []
+    for goal in slo.goals:
+        values = figures.values.get(goal.column) or []
+        ranks = quantile_interval(range(requests), goal.quantile, open_ends=True)
+        if not values or ranks is None:
+            return slos.UNSURE
+
+        def at(rank):  # the expected value of the rank-th smallest of `requests` draws
+            if rank is None:
+                return None
+            return values[min(int((rank + 1) / (requests + 1) * len(values)), len(values) - 1)]
+
+        outcomes.append(goal.verdict(Interval(at(ranks.low), at(ranks.high), ranks.level, ranks.method)))
+    if slos.MISSES in outcomes:
+        return slos.MISSES
+    return slos.MEETS if all(o == slos.MEETS for o in outcomes) else slos.UNSURE

@@ -250,7 +250,7 @@ def verdict_line(slo: Slo, students: int, figures: dict, again: bool = False, up
     if figures["outcome"] == SATURATED:
         then = "running the class once more" if again else "add workers (--processes or worker machines)"
         return f"{head}, not judged: {figures['missed'][0]}; {then}"
-    shown = "; ".join(_figure_text(goal, figures, level) for goal in slo.goals)
+    shown = figures_text(slo, figures, level)
     if figures["outcome"] == UNSURE:
         longer = f"; the window goes on, up to {up_to_s:g} s" if up_to_s is not None else ""
         return f"{head}: {shown}: can't tell yet, the interval straddles the goal{longer}"
@@ -259,6 +259,11 @@ def verdict_line(slo: Slo, students: int, figures: dict, again: bool = False, up
     if figures["outcome"] == MEETS:
         return f"{head}: {shown}: meets the SLO{how}"
     return f"{head}: misses the SLO{how} ({'; '.join(figures['missed'])})"
+
+
+def figures_text(slo: Slo, figures: dict, level: float = LEVEL) -> str:
+    """Each goal's figure with its interval: ``TTFT p95 0.834 s (90% CI 0.712–0.968)``."""
+    return "; ".join(_figure_text(goal, figures, level) for goal in slo.goals)
 
 
 def _figure_text(goal: Goal, figures: dict, level: float) -> str:

@@ -2,7 +2,7 @@
 
     llm-bench run chat [--host URL] [--users N] [--requests N] [--setup LABEL] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
-    llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--step x2] ... --out DIR
+    llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
     llm-bench report DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
@@ -26,7 +26,7 @@ from pathlib import Path
 import locustfiles
 from bench_tasks import run_failure, server, stall
 from bench_tasks import slo as slos
-from bench_tasks.capacity import SearchOptions, parse_step
+from bench_tasks.capacity import AUTO, SearchOptions, parse_start, parse_step
 from bench_tasks.classroom import parse_think_time
 from bench_tasks.prompt import parse_size
 from bench_tasks.suite import SCENARIOS
@@ -151,11 +151,13 @@ def add_capacity_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=_positive_int, default=256, help="max_tokens per answer (default 256)")
     parser.add_argument("--ignore-eos", action="store_true",
                         help="ask for exactly --max-tokens tokens (engines that accept ignore_eos)")
-    parser.add_argument("--start-students", type=_positive_int, default=defaults.start,
-                        help=f"the first class size (default {defaults.start})")
+    parser.add_argument("--start-students", type=_start, default=AUTO,
+                        help="auto (the default): probe the server (its slots, decode and prefill rates, answer "
+                             "lengths) in about a minute, predict the knee with a queueing model of the class and "
+                             "start there; or a number: the first class size, grown by --step")
     parser.add_argument("--step", type=_step, default=defaults.step,
-                        help=f"how the class grows until the SLO breaks: x2 doubles it, +4 adds four "
-                             f"(default {defaults.step})")
+                        help=f"with a numbered --start-students: how the class grows until the SLO breaks: x2 "
+                             f"doubles it, +4 adds four (default {defaults.step})")
     parser.add_argument("--max-students", type=_positive_int, default=defaults.max_students,
                         help=f"the largest class tried (default {defaults.max_students})")
     parser.add_argument("--resolution", type=_positive_int, default=defaults.resolution,
@@ -220,7 +222,7 @@ def run_quick(args, argv: list[str]) -> int:
 def run_capacity(args, argv: list[str]) -> int:
     from analysis import capacity, load
 
-    if args.start_students > args.max_students:
+    if args.start_students != AUTO and int(args.start_students) > args.max_students:
         raise UsageError(f"--start-students {args.start_students} is above --max-students {args.max_students}")
     if args.max_step_s is not None and args.max_step_s < args.step_s:
         raise UsageError(f"--max-step-s {args.max_step_s:g} is shorter than --step-s {args.step_s:g}")
@@ -409,6 +411,7 @@ def _checked_by(parse):
 
 
 _slo, _think_time, _step = _checked_by(slos.parse), _checked_by(parse_think_time), _checked_by(parse_step)
+_start = _checked_by(parse_start)
 
 
 def _non_negative_float(text: str) -> float:

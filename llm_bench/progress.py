@@ -8,7 +8,9 @@ web UI's LLM tab): TTFT p50, decode tok/s p50 and total tok/s of the current pha
 On a terminal the line is rewritten in place twice a second; elsewhere (CI logs, a pipe) a plain
 line is printed when a phase ends and every ``HEARTBEAT_S`` while one is running, so a request
 that takes minutes (a 128K needle on a slow card) is seen to be in flight, and for how long.
-A capacity search also writes a ``note`` per judged step (its verdict), printed as its own line.
+A capacity search also writes a ``note`` per judged step (its verdict), printed as its own line,
+and, once its probe has measured the server, an ``eta`` (seconds the search will still take, by its
+model) at each phase and verdict: the line counts it down (``about 7 min left``).
 
 The follower is also the command line's backstop: given a stall limit, it gives up when none of
 the run's files (records, progress, Locust's log) has moved for that long, and the caller stops
@@ -70,9 +72,10 @@ class Progress:
         self.ended = False
         self.run_name = "suite"  # what progress.jsonl says the run is: the suite, or a capacity search
         self.notes: list[str] = []  # lines to print as they are (a capacity step's verdict), not yet shown
+        self.eta: tuple[float, float] | None = None  # (seconds the run will still take, when that was read)
 
     # -- feeding --
-    def on_event(self, event: dict) -> None:
+    def on_event(self, event: dict, now: float | None = None) -> None:
         kind = event.get("event")
         if kind == "suite":
             self.job_events = True  # the suite says when each job starts: count only those
@@ -86,6 +89,9 @@ class Progress:
             self._started(event["phase"], event["t"])
         elif kind == "note":
             self.notes.append(event.get("line", ""))
+        elif kind == "eta" and event.get("remaining_s") is not None:
+            # The writer's clock is another process's: the countdown runs on ours, from when it was read.
+            self.eta = (float(event["remaining_s"]), time.perf_counter() if now is None else now)
         elif kind == "end":
             self.ended = True
 
@@ -135,6 +141,8 @@ class Progress:
                 parts.append(f"{label} {figures[key]:.{digits}f} {unit}")
         if self.ended and phase == self.current:
             parts.append(f"{self.run_name} done")
+        elif self.eta is not None and not self.ended:
+            parts.append(_time_left(self.eta[0] - (now - self.eta[1])))
         return " | ".join(parts)
 
 
@@ -143,6 +151,14 @@ def _ends_its_job(row: dict) -> bool:
     if row.get("scenario") != "agent":
         return True
     return not row.get("ok") or (row.get("turn") or 0) >= agent.TURNS
+
+
+def _time_left(seconds: float) -> str:
+    if seconds <= 0:
+        return "longer than expected"
+    if seconds < 90:
+        return f"about {max(5, round(seconds / 5) * 5):.0f} s left"
+    return f"about {round(seconds / 60):.0f} min left"
 
 
 def _clock(seconds: float) -> str:
@@ -238,7 +254,7 @@ def follow(child, out_dir: Path, plan: Plan, stream: TextIO, stall_s: float | No
     while True:
         exited = child.poll() is not None
         for event in events.read():
-            progress.on_event(event)
+            progress.on_event(event, time.perf_counter())
         for row in records.read():
             progress.on_record(row)
         now = time.perf_counter()

@@ -29,7 +29,7 @@ from locust.runners import MasterRunner
 
 from bench_tasks import metrics, stall
 from bench_tasks import slo as slos
-from bench_tasks.capacity import Search, SearchOptions
+from bench_tasks.capacity import Search, SearchOptions, parse_start
 from bench_tasks.classroom import parse_think_time
 from bench_tasks.records_file import (CAPACITY_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL, PROGRESS_JSONL,
                                       JsonlWriter)
@@ -194,16 +194,18 @@ class SuiteShape(PhasedShape):
 
 
 class CapacityShape(PhasedShape):
-    """The capacity search: a class of students per step, judged against the SLO as its records come in
-    (where they come together: the local runner or the master). Subclasses set ``users`` = {"classroom": ...}."""
+    """The capacity search: the probe's phases, then a class of students per step, judged against the SLO as
+    its records come in (where they come together: the local runner or the master). Subclasses set
+    ``users`` = {"classroom": ..., "probe": ...}."""
 
     abstract = True
 
     def coordinate(self, environment, out: Path) -> Search:
         opts = environment.parsed_options
         think = parse_think_time(opts.think_time)
-        options = SearchOptions(start=opts.start_students, step=opts.step, max_students=opts.max_students,
-                                resolution=opts.resolution, step_s=opts.step_s, min_requests=opts.min_requests,
+        options = SearchOptions(start=parse_start(opts.start_students), step=opts.step,
+                                max_students=opts.max_students, resolution=opts.resolution, step_s=opts.step_s,
+                                min_requests=opts.min_requests,
                                 settle_s=think.max_s if opts.settle_s is None else opts.settle_s,
                                 max_step_s=opts.max_step_s)
         self.progress = ProgressLog(out / PROGRESS_JSONL, [], run="search")
@@ -212,21 +214,38 @@ class CapacityShape(PhasedShape):
                         "max_tokens": opts.max_tokens, "ignore_eos": opts.ignore_eos, **asdict(options)})
         if not hasattr(self, "coordinator"):
             sink().listeners.append(self._record)
+        self.coordinator = None  # an earlier run's search says nothing about this one's progress
         return Search(options, slos.parse(opts.slo), clock=time.perf_counter, on_enter=self._entered,
-                      on_take=self.progress.job, on_verdict=self._judged)
+                      on_take=self.progress.job, on_verdict=self._judged, on_predict=self._predicted, think=think,
+                      max_tokens=opts.max_tokens)
 
     def idle_s(self) -> float:
         return parse_think_time(self.runner.environment.parsed_options.think_time).max_s
 
     def _record(self, row: dict) -> None:
-        self.coordinator.record(row)
+        if self.coordinator is not None:
+            self.coordinator.record(row)
 
     def _entered(self, previous, phase) -> None:
         self.progress.phase(phase)
-        if phase is None:
-            capacity, bound, why = self.coordinator.result()
+        search = getattr(self, "coordinator", None)
+        if phase is None and search is not None:
+            capacity, bound, why = search.result()
             self.log.write({"event": "end", "t": time.perf_counter(), "capacity": capacity, "bound": bound,
                             "why": why})
+        self._eta()
+
+    def _predicted(self, search) -> None:
+        """The probe is done: what it measured and what the model predicts, in capacity.jsonl and as a note."""
+        event = {"event": "probe", "t": time.perf_counter(), "why": search.probe.why(),
+                 "server": search.server and asdict(search.server), "capacity": None, "classes": []}
+        if search.prediction is not None:
+            event["capacity"] = search.prediction.capacity
+            event["classes"] = [{"students": c.students, "meets": c.meets, "requests_per_s": c.requests_per_s,
+                                 "response_s": c.response_s, **c.figures}
+                                for _n, c in sorted(search.prediction.classes.items())]
+        self.log.write(event)
+        self.progress.note(probe_line(search))
 
     def _judged(self, step, figures: dict) -> None:
         # An unsure window goes on ("extend"); "step" is each window's final verdict.
@@ -236,11 +255,41 @@ class CapacityShape(PhasedShape):
         search = self.coordinator
         self.progress.note(slos.verdict_line(search.slo, step.students, figures, again=step.attempt == 1,
                                              up_to_s=search.options.max_step_s))
+        self._eta()
+
+    def _eta(self) -> None:
+        search = getattr(self, "coordinator", None)
+        remaining = search.remaining_s() if search is not None else None
+        if remaining is not None:
+            self.progress.eta(remaining)
 
     def tick(self):
         if getattr(self, "coordinator", None) is not None:
             self.coordinator.poll()  # the windows open and close by the clock, not only on a request
         return super().tick()
+
+
+def probe_line(search) -> str:
+    """``probe: 4 slots, 100 tok/s per request ...; the model predicts 24 students (TTFT p95 0.92 s; 25: 1.2 s)``."""
+    server, prediction = search.server, search.prediction
+    if server is None:
+        return (f"probe: {search.probe.why() or 'too little measured'}; the search climbs from "
+                f"{search.ladder.start} students ({search.options.step}) instead")
+    slots = f"{server.slots} slots" if search.probe.slots else f"no slot limit seen up to {search.probe.max_burst} at once"
+    busy = min(server.slots, 8)
+    prefill = f"prefill {server.prefill_tps:.0f} tok/s" if server.prefill_tps else "prefill too fast to see"
+    answers = sorted(server.answer_tokens)
+    parts = [f"probe: {slots}, decode {1 / server.token_s:.0f} tok/s per request alone "
+             f"({1 / server.token_time_s(busy):.0f} with {busy} at once), {prefill}, first token "
+             f"{server.first_token_s:.3f} s, answers {answers[0]}-{answers[-1]} tokens "
+             f"(median {answers[len(answers) // 2]})"]
+    knee = prediction.capacity
+    shown = [prediction.classes[n] for n in (knee, knee + 1) if n in prediction.classes]
+    figures = "; ".join(f"{c.students}: " + ", ".join(f"{g.label} {c.figures[g.figure]:.3g} {g.unit}"
+                                                       for g in search.slo.goals if c.figures[g.figure] is not None)
+                        for c in shown)
+    parts.append(f"the model predicts {knee} students ({figures}); the search starts at {search.ladder.start}")
+    return "; ".join(parts)
 
 
 def read_engine_counters(environment, phase: str, when: str) -> None:
@@ -279,6 +328,10 @@ class ProgressLog:
     def note(self, line: str) -> None:
         """A line the progress output prints as it is (the capacity search's verdict on a step)."""
         self._write("note", line=line)
+
+    def eta(self, remaining_s: float) -> None:
+        """How long the run will still take, as far as it can tell now (the capacity search's model)."""
+        self._write("eta", remaining_s=remaining_s)
 
     def end(self) -> None:
         self._write("end")

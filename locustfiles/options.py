@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from locust import events
 
-from bench_tasks.capacity import SearchOptions
+from bench_tasks.capacity import AUTO, SearchOptions
 
 SEARCH = SearchOptions()  # the search's defaults, the same here and in `llm-bench capacity`
 
@@ -52,10 +52,12 @@ def add_options(parser) -> None:
     search = parser
     search.add_argument("--slo", default="ttft_p95=1.0", include_in_web_ui=True,
                         help="capacity.py: the goal each step is judged by, e.g. ttft_p95=1.0,decode_p5=10,errors=0.01")
-    search.add_argument("--start-students", type=int, default=SEARCH.start, include_in_web_ui=True,
-                        help="capacity.py: the first class size")
+    search.add_argument("--start-students", default=AUTO, include_in_web_ui=True,
+                        help="capacity.py: auto (probe the server and start at the predicted knee) or the first "
+                             "class size (then the class grows by --step)")
     search.add_argument("--step", default=SEARCH.step, include_in_web_ui=True,
-                        help="capacity.py: how the class grows until the SLO breaks: x2 (double) or +4 (add four)")
+                        help="capacity.py, with a numbered --start-students: how the class grows until the SLO "
+                             "breaks: x2 (double) or +4 (add four)")
     search.add_argument("--max-students", type=int, default=SEARCH.max_students, include_in_web_ui=True,
                         help="capacity.py: the largest class tried")
     search.add_argument("--resolution", type=int, default=SEARCH.resolution, include_in_web_ui=True,

@@ -8,7 +8,8 @@ import pytest
 from analysis import capacity as capacity_analysis
 from analysis import load
 from bench_tasks import slo
-from bench_tasks.capacity import Ladder, Search, SearchOptions, conclude, grow, parse_step
+from bench_tasks.capacity import Gallop, Ladder, Search, SearchOptions, conclude, grow, parse_step
+from bench_tasks.capacity import walk as capacity_walk
 from bench_tasks.record import COLUMNS, Record
 from tests.conftest import run_cli
 
@@ -20,7 +21,7 @@ def row(**fields) -> dict:
 # -- the ladder of class sizes -------------------------------------------------------------------------
 
 
-def walk(ladder: Ladder, capacity: int, saturated_at: int | None = None) -> list[int]:
+def walk(ladder: Ladder | Gallop, capacity: int, saturated_at: int | None = None) -> list[int]:
     """The class sizes the ladder tries against a server that seats ``capacity`` students."""
     tried, students = [], ladder.start
     while students is not None:
@@ -234,7 +235,8 @@ def test_analysis_judges_each_window_as_the_search_did_and_concludes_the_same():
     result = long[long["table"] == "capacity_result"].set_index("metric")["median"].to_dict()
     assert result == {"capacity_students": 2.0, "bound_students": 4.0}
     sentence = capacity_analysis.conclusion(steps, goal)
-    assert "2 students; 4 students missed it (ttft_p95 0.85 s > 0.5, 90% CI 0.4–?)." in sentence
+    assert ("2 students, TTFT p95 0.1 s (90% CI 0.1–?); 4 students missed it (ttft_p95 0.85 s > 0.5, 90% CI "
+            "0.4–?).") in sentence  # both deciding classes' intervals
     assert sentence.endswith("The verdicts on 2 and 4 students were decided on their point estimates: their 90% "
                              "intervals still straddled the goal at --max-step-s.")  # 4 and 3 requests: too few
     assert capacity_analysis.tables(frame(rows), None).empty  # no SLO known: no verdict made up
@@ -258,8 +260,9 @@ def test_analysis_gives_each_goal_s_interval_and_decides_on_it_as_the_search_doe
     assert long.loc[("class-16", "ttft_p95_level"), "median"] == pytest.approx(0.9347, abs=1e-4)
     assert long.loc[("class-16", "ttft_p95_level"), "n"] == 100
     sentence = capacity_analysis.conclusion(steps, goal)
-    assert sentence == ("Largest class that met the SLO (ttft_p95 ≤ 0.5 s, no failed request): 8 students; 16 "
-                        "students missed it (ttft_p95 0.95 s > 0.5, 90% CI 0.91–0.99).")
+    assert sentence == ("Largest class that met the SLO (ttft_p95 ≤ 0.5 s, no failed request): 8 students, TTFT "
+                        "p95 0.095 s (90% CI 0.091–0.099); 16 students missed it (ttft_p95 0.95 s > 0.5, 90% CI "
+                        "0.91–0.99).")
     table = capacity_analysis.format_steps(steps, goal).splitlines()
     assert "TTFT p95 90% CI" in table[0] and "0.091–0.099" in table[1] and table[1].endswith("meets")
     few = capacity_analysis.steps(frame(rows[:30]), goal)  # 30 requests: no upper end, decided on the point
@@ -321,3 +324,96 @@ def test_the_capacity_chart_draws_each_setup_s_curve_its_slo_line_and_its_capaci
     assert set(values(decode, "goal")) == {"SLO A, B: decode_p5 ≥ 15 tok/s"}
     assert charts.capacity_chart(long[long["table"] != "capacity"], {"a": "A"}, {"a": goal}) is None
     assert charts.png(charts.capacity_chart(long, {"a": "A"}, {"a": goal})).startswith(b"\x89PNG")
+
+
+# -- from the predicted knee: the probe, the model, the gallop ------------------------------------------
+
+
+def test_the_gallop_confirms_a_right_prediction_in_two_steps_and_gallops_when_it_was_off():
+    assert walk(Gallop(24, 256), capacity=24) == [24, 25]
+    assert walk(Gallop(25, 256), capacity=24) == [25, 24]
+    assert walk(Gallop(14, 256), capacity=24) == [14, 15, 17, 21, 29, 25, 23, 24]  # up 1, 2, 4, 8; bisect
+    off = Gallop(30, 256)
+    assert walk(off, capacity=24) == [30, 29, 27, 23, 25, 24] and conclude(off.verdicts) == (24, 25, slo.MISSES)
+    coarse = Gallop(20, 256, resolution=2)
+    assert walk(coarse, capacity=24) == [20, 22, 26, 24] and conclude(coarse.verdicts)[:2] == (24, 26)
+    top = Gallop(250, 256)
+    assert walk(top, capacity=300) == [250, 251, 253, 256] and conclude(top.verdicts) == (256, None, "untested")
+    none = Gallop(3, 256)
+    assert walk(none, capacity=0) == [3, 2, 1] and conclude(none.verdicts) == (0, 1, slo.MISSES)
+    saturated = Gallop(8, 256)
+    assert walk(saturated, capacity=100, saturated_at=10) == [8, 9, 11]
+    assert conclude(saturated.verdicts) == (9, 11, slo.SATURATED)
+
+
+def test_the_steps_still_expected_are_the_ladder_s_own_against_the_model_s_capacity():
+    ladder = Gallop(24, 256)
+    assert capacity_walk(ladder, 24, capacity=24) == [25] and capacity_walk(ladder, 24, capacity=30) == [25, 27, 31, 29, 30]
+    assert ladder.verdicts == {}  # a copy walked, not the search's own
+    assert capacity_walk(Ladder(2, parse_step("x2"), 256), 2, capacity=24) == [4, 8, 16, 32, 24, 28, 26, 25]
+
+
+def test_by_default_the_search_probes_predicts_the_knee_starts_there_and_says_how_long_it_will_take():
+    from bench_tasks.classroom import ThinkTime
+    from tests.test_probe import FakeServer, run_probe
+
+    now, predicted, phases = [0.0], [], []
+    # test_capacity_sim's engine: 4 slots, 41 tokens at 40 tok/s, think exactly 1.125 s: 8 students on paper.
+    options = SearchOptions(max_students=64, settle_s=2.0, step_s=10.0, min_requests=10, max_step_s=20.0)
+    assert options.start is None  # the default: auto
+    search = Search(options, slo.parse("ttft_p95=0.1"), clock=lambda: now[0], think=ThinkTime(1.125, 1.125),
+                    max_tokens=41, on_predict=lambda s: predicted.append(s.prediction.capacity),
+                    on_enter=lambda previous, phase: phases.append(phase and phase.name))
+    assert search.probing and search.phase.name == "probe-burst-1" and search.remaining_s() is None
+    assert search.take("classroom", "u0") is None  # no class while the probe runs
+    run_probe(search.probe, FakeServer(slots=4, token_s=1 / 40, first_token_s=0.002, answers=(41,)), now)
+    search.poll()
+    assert phases[:6] == ["probe-burst-1", "probe-burst-2", "probe-burst-4", "probe-burst-8", "probe-prompt",
+                          "probe-answers"]
+    assert predicted == [8] and search.server.slots == 4 and phases[-1] == "settle-8"
+    assert isinstance(search.ladder, Gallop) and search.step.number == 1
+
+    # The ETA: this step and the next (9, where the model's capacity ends), each settle + window + answer.
+    total = search.remaining_s()
+    expected = search.expected_step_s(8) + search.expected_step_s(9)
+    assert total == pytest.approx(expected) and expected > 2 * (options.settle_s + options.step_s)
+    now[0] += 5.0
+    assert search.remaining_s() == pytest.approx(total - 5.0)
+
+    run_window(search, now, [0.01] * 60)
+    assert search.judged[-1][1]["outcome"] == slo.MEETS and search.phase.name == "settle-9"
+    assert search.remaining_s() == pytest.approx(search.expected_step_s(9))
+    run_window(search, now, [0.01] * 40 + [0.5] * 20)
+    assert search.finished and search.result() == (8, 9, slo.MISSES) and search.remaining_s() == 0.0
+
+
+def test_a_probe_that_measured_nothing_leaves_the_search_to_the_ladder_from_two():
+    from tests.test_probe import FakeServer, run_probe
+
+    search = Search(SearchOptions(max_students=16), slo.parse("ttft_p95=0.5"), clock=lambda: 0.0)
+    run_probe(search.probe, FakeServer(slots=4, token_s=0.01, fail_at=1))
+    search.poll()
+    assert search.server is None and isinstance(search.ladder, Ladder) and search.phase.name == "settle-2"
+    assert search.remaining_s() is None
+
+
+def test_a_window_is_expected_to_last_until_the_model_s_requests_would_decide_it():
+    from bench_tasks.classroom import ThinkTime
+    from bench_tasks.classroom_queue import ClassFigures, Prediction, Server
+
+    search = Search(SearchOptions(start=4, step_s=10.0, max_step_s=80.0, settle_s=5.0, min_requests=10),
+                    slo.parse("ttft_p95=0.5"), clock=lambda: 0.0)
+    search.prediction = Prediction(Server(slots=4, token_s=0.01), ThinkTime(), search.slo)
+    fast = [0.01] * 1000  # far below the goal: decided as soon as a p95 has an upper end (59 requests)
+    search.prediction.classes[4] = ClassFigures(4, True, {}, 2.0, 1.5, {"ttft_s": fast})
+    assert search.expected_window_s(4) == 40.0  # 20 and 40 requests cannot bound it; 80 can
+    assert search.expected_step_s(4) == 5.0 + 40.0 + 1.5
+    near = [0.45] * 950 + [0.55] * 50  # its p95 is at the goal: no window can tell
+    search.prediction.classes[5] = ClassFigures(5, False, {}, 2.0, 1.5, {"ttft_s": near})
+    assert search.expected_window_s(5) == 80.0
+    slow = [0.01] * 500 + [2.0] * 500  # half of them slow: a miss is seen in the first window
+    search.prediction.classes[6] = ClassFigures(6, False, {}, 2.0, 1.5, {"ttft_s": slow})
+    assert search.expected_window_s(6) == 10.0
+    # A class the model did not run is timed from the nearest it ran (never run while a class asks), asking as
+    # often per student: 12 students like 6 at twice the rate, 4 per second.
+    assert search.expected_window_s(12) == 10.0 and search._figures(12).requests_per_s == 4.0

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from bench_tasks import slo
 from tests.conftest import load_records, run_cli
@@ -84,3 +85,41 @@ def test_the_search_finds_the_paper_capacity_of_the_simulated_engine(start_sim, 
         looks[0] == "extend" and looks[-1] == "step" and two["decided_on"] == slo.BY_POINT and two["window_s"] >= 30)
     assert f"Largest class that met the SLO (ttft_p95 ≤ 0.1 s, no failed request): {int(found)}" in result.stdout
     assert "Capacity" in (out / "summary.md").read_text()
+
+
+def test_by_default_the_probe_predicts_the_knee_and_the_search_confirms_it_in_fewer_steps(start_sim, tmp_path):
+    from bench_tasks.capacity import Ladder, parse_step
+    from bench_tasks.capacity import walk as ladder_walk
+    from bench_tasks.classroom import ThinkTime
+    from bench_tasks.classroom_queue import Server, predict
+
+    # The same engine, students who think 1-2 s (uniform): no hand-worked schedule any more, so the paper
+    # capacity is the queueing model's run on the engine's true timings (41 tokens, 40 of them at 40 tok/s).
+    goal = slo.parse("ttft_p95=0.1")
+    paper = predict(Server(slots=4, token_s=1 / 40, answer_tokens=(41,), first_token_s=0.001), ThinkTime(1, 2),
+                    goal, max_students=256).capacity
+    assert paper == 6
+    sim = start_sim(**SIM)
+    out = tmp_path / "auto"
+    result = run_cli("capacity", "--host", sim.url, "--slo", "ttft_p95=0.1", "--think-time", "1-2", "--max-tokens",
+                     "41", "--ignore-eos", "--step-s", "15", "--settle-s", "4", "--min-requests", "10", "--out",
+                     str(out), timeout=280)
+    print(result.stdout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = [json.loads(line) for line in (out / "capacity.jsonl").read_text().splitlines()]
+    probe = next(e for e in events if e["event"] == "probe")
+    assert probe["server"]["slots"] == 4 and 1 / probe["server"]["token_s"] == pytest.approx(40.0, rel=0.05)
+    assert set(probe["server"]["answer_tokens"]) == {41} and abs(probe["capacity"] - paper) <= 1
+    steps = [e for e in events if e["event"] == "step"]
+    assert steps[0]["students"] == probe["capacity"]  # the search starts at the predicted knee
+    if events[-1]["why"] == slo.SATURATED:  # the shared machine stalled the client twice: said, not judged
+        assert "Add workers" in result.stdout
+        return
+    found = events[-1]["capacity"]
+    assert abs(found - paper) <= 1, f"found {found}, paper {paper}"
+    assert len(steps) < len(ladder_walk(Ladder(2, parse_step("x2"), 256), 2, found)) + 1  # the old ladder's
+    records = load_records(out)
+    assert (records[records["scenario"] == "probe"]["phase"].str.startswith("probe-")).all()
+    assert "probe: 4 slots" in result.stdout and " left" in result.stdout  # what it measured, the ETA
+    sentence = next(line for line in result.stdout.splitlines() if line.startswith("Largest class"))
+    assert f"{found} students, TTFT p95 " in sentence and "(90% CI " in sentence  # it quotes its interval

@@ -104,3 +104,17 @@ def test_a_capacity_search_s_verdicts_are_printed_as_lines_of_their_own_and_it_e
     assert lines[1] == "4 students: 20 requests, TTFT p95 0.300 s: meets the SLO"  # once, as it came
     assert lines[-1] == "0:03 | phase settle-8 | 0 done | search done"
     assert stream.getvalue().count("meets the SLO") == 1
+
+
+def test_a_capacity_search_s_line_counts_down_the_time_its_model_says_is_left():
+    progress = Progress(Plan(), t_started=0.0)
+    progress.on_event({"event": "suite", "t": 0.0, "run": "search", "phases": []})
+    progress.on_event({"event": "phase", "t": 1.0, "phase": "probe-burst-1"})
+    assert "left" not in progress.line(2.0)  # the probe runs: nothing is known yet
+    progress.on_event({"event": "phase", "t": 30.0, "phase": "settle-24"})
+    progress.on_event({"event": "eta", "t": 30.0, "remaining_s": 600.0}, now=31.0)
+    assert progress.line(31.0).endswith("| about 10 min left")
+    assert progress.line(31.0 + 530.0).endswith("| about 70 s left")  # counted on this process's clock
+    assert progress.line(31.0 + 700.0).endswith("| longer than expected")
+    progress.on_event({"event": "end", "t": 700.0})
+    assert progress.line(800.0).endswith("| search done")

@@ -1,0 +1,71 @@
+"""The queueing model of the classroom against capacities known on paper."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench_tasks import slo
+from bench_tasks.classroom import ThinkTime
+from bench_tasks.classroom_queue import Server, judge_class, predict, saturation_students, simulate
+
+# test_capacity_sim's engine (its comment works the capacity out on paper): 4 slots, answers of 41 tokens,
+# the first at the end of a negligible prefill, the other 40 at 40 tok/s: a question holds a slot 1.0 s;
+# students think exactly 1.125 s. 8 never wait; 9 keep the slots busy and wait 0.125 s a cycle on average.
+SIM_CAPACITY_SIM = Server(slots=4, token_s=1 / 40, answer_tokens=(41,), first_token_s=0.002)
+# The issue's server: 4 slots, 256-token answers at 100 tok/s each, think 10-40 s: paper capacity 24-25.
+ISSUE_SERVER = Server(slots=4, token_s=1 / 100, answer_tokens=(256,), first_token_s=0.003, prefill_tps=40000.0)
+
+
+def test_the_model_finds_the_paper_capacity_of_the_simulated_engine_of_the_capacity_test():
+    prediction = predict(SIM_CAPACITY_SIM, ThinkTime(1.125, 1.125), slo.parse("ttft_p95=0.1"), max_students=256)
+    assert prediction.capacity == 8
+    assert prediction.classes[8].figures["ttft_p95_s"] < 0.01  # nobody waits: the first token's own time
+    assert prediction.classes[9].figures["ttft_p95_s"] > 0.1
+    # 8 students never wait: each asks once per 1.0 s answer + 1.125 s of thinking.
+    assert prediction.classes[8].requests_per_s == pytest.approx(8 / 2.127, rel=0.01)
+
+
+def test_the_model_finds_the_issue_s_server_at_24_to_25_students():
+    prediction = predict(ISSUE_SERVER, ThinkTime(10, 40), slo.parse("ttft_p95=1.0"), max_students=256)
+    assert prediction.capacity in (24, 25)
+    p95 = {n: c.figures["ttft_p95_s"] for n, c in prediction.classes.items()}
+    assert p95[prediction.capacity] <= 1.0 < p95[prediction.capacity + 1]
+    assert p95[min(p95)] < p95[max(p95)]  # a larger class waits longer
+    assert prediction.capacity < saturation_students(ISSUE_SERVER, ThinkTime(10, 40)) == 44  # the knee comes first
+    again = predict(ISSUE_SERVER, ThinkTime(10, 40), slo.parse("ttft_p95=1.0"), max_students=256)
+    assert again.capacity == prediction.capacity and again.classes.keys() == prediction.classes.keys()  # seeded
+
+
+def test_a_decode_goal_bounds_a_server_without_a_slot_limit_where_the_per_stream_rate_falls_below_it():
+    # Think 0: every student always has a question in flight, so N students decode N at once, each token
+    # taking 0.01 + 0.001 (N - 1) s: at least 50 tok/s while N - 1 <= 10, so the capacity is 11 exactly.
+    server = Server(slots=256, token_s=0.01, token_s_per_stream=0.001, answer_tokens=(101,))
+    prediction = predict(server, ThinkTime(0, 0), slo.parse("ttft_p95=5,decode_p5=50"), max_students=64,
+                         requests=400)
+    assert prediction.capacity == 11
+    assert prediction.classes[11].figures["decode_tps_p5"] == pytest.approx(50.0)
+    assert prediction.classes[12].figures["decode_tps_p5"] == pytest.approx(1 / 0.021)
+
+
+def test_a_conversation_s_prompt_grows_by_each_answer_and_question_and_is_read_at_the_prefill_rate():
+    server = Server(slots=1, token_s=0.01, answer_tokens=(50,), first_token_s=0.1, prefill_tps=1000.0,
+                    first_prompt_tokens=100, question_tokens=20)
+    rows, _span = simulate(server, ThinkTime(0, 0), students=1, requests=10)
+    # One student alone: each first token is the overhead plus the whole prompt read; the prompt grows by
+    # the 50-token answer and a 20-token question for the five questions of a conversation, then a fresh one.
+    prompts = [round(row["prompt_tps"] * row["ttft_s"]) for row in rows]
+    assert prompts == [100, 170, 240, 310, 380] * 2
+    assert all(row["ttft_s"] == pytest.approx(0.1 + p / 1000) for row, p in zip(rows, prompts))
+    assert all(row["decode_tps"] == pytest.approx(100.0) for row in rows)
+    cached = simulate(Server(**{**server.__dict__, "cached_history": True}), ThinkTime(0, 0), 1, 10)[0]
+    assert [row["ttft_s"] for row in cached] == pytest.approx([0.12] * 10)  # the question alone: the rest is cached
+
+
+def test_students_arrive_over_the_ramp_and_only_the_steady_class_is_predicted():
+    rows, span = simulate(ISSUE_SERVER, ThinkTime(10, 40), students=10, requests=200)
+    assert len(rows) == 200 and span > 0
+    figures = judge_class(ISSUE_SERVER, ThinkTime(10, 40), slo.parse("ttft_p95=1.0"), 10, requests=500)
+    # A student asks once per think (25 s on average) + answer (2.56 s): 10 ask about 0.36 a second.
+    assert figures.requests_per_s == pytest.approx(10 / 27.56, rel=0.1)
+    assert figures.response_s == pytest.approx(0.003 + 255 / 100, rel=0.05)
+    assert figures.values["ttft_s"] == sorted(figures.values["ttft_s"])
