@@ -56,9 +56,9 @@ def _ratio(numerator: pd.Series, denominator: pd.Series) -> pd.Series:
 def predicted_per_second(records: pd.DataFrame) -> pd.Series:
     """DEFAULT engine convention: llama.cpp's own ``timings.predicted_per_second`` as it reports it.
 
-    llama.cpp (tools/server, and measured on the real server here) times ``predicted_ms`` from the
-    first sampled token to the last and reports (predicted_n - 1) / predicted_ms: the tokens after
-    the first over the time they took, which is exactly the client's ``decode_tps`` definition.
+    llama.cpp (tools/server, and measured on the real server: docs/engines.md#llamacpp-timings) times
+    ``predicted_ms`` from the first sampled token to the last and reports (predicted_n - 1) / predicted_ms:
+    the tokens after the first over the time they took, which is exactly the client's ``decode_tps`` definition.
     Where the engine sent no rate, (predicted_n - 1) / predicted_ms is computed the same way."""
     reported = _number(records, "engine_predicted_tps")
     computed = _ratio(_number(records, "engine_predicted_n") - 1, _number(records, "engine_predicted_ms") / 1000)

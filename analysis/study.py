@@ -3,7 +3,8 @@
 Every function takes the records of ONE setup (warm-ups may be present: they are left out here)
 and returns long rows in ``spread.LONG_COLUMNS`` with ``setup`` left empty for the caller.
 
-How a figure is made (also in the README section "Output files and columns"):
+How a figure is made (also in docs/measurement.md#how-the-reports-figures-are-made and
+docs/reference.md#the-tables):
 
 - Only successful requests (``ok`` true) are measured; failed ones are counted in the
   ``requests`` and ``errors`` tables. A row whose requests all failed has missing figures and

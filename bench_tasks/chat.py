@@ -15,5 +15,5 @@ def messages(question: str, asker: str = "") -> list[dict]:
     cache then holds no earlier run's copy of the question, so each run reads it afresh, as a person's
     new question is read (measured on llama.cpp with SmolLM2: a repeated chat question's first token
     came in 0.009 s instead of 0.07 s, and a burst's third round read its cached prompts at a fifth of
-    the first round's slowest first token)."""
+    the first round's slowest first token: docs/engines.md#llamacpp-prefix-cache)."""
     return [{"role": "user", "content": f"({asker}) {question}" if asker else question}]

@@ -1,4 +1,5 @@
-"""One finished request, flat: its field names are the CSV columns and the README's terms.
+"""One finished request, flat: its field names are the CSV columns and the documentation's terms
+(docs/reference.md#requestscsv-one-row-per-request).
 
 A figure that could not be measured is ``None`` (an empty CSV cell), never 0: a request that
 produced one event has no decode rate, a failed request has no TTFT.

@@ -28,7 +28,7 @@ event stream") could disagree:
 - Bytes that are not UTF-8 make the event ``malformed_event`` (the specification has a browser
   replace them; a measuring client says the server sent them).
 
-Definitions (the README repeats them):
+Definitions (docs/measurement.md#the-figures-of-a-request repeats them):
 
 - ``ttfb_s``: send -> response headers.
 - ``ttft_s``: send -> the first event carrying non-empty content, reasoning or tool-call text. A
@@ -77,7 +77,7 @@ from sseclient import SSEClient
 
 from bench_tasks.record import Record, add_flag
 
-# Error classes a stream itself can produce (the transport adds its own: see README).
+# Error classes a stream itself can produce (the transport adds its own: docs/reference.md#error-classes).
 MALFORMED_EVENT = "malformed_event"
 STREAM_ERROR = "stream_error"
 NO_DONE = "no_done"

@@ -39,7 +39,8 @@ from locustfiles import activity, failure, messaging
 from locustfiles.llm_user import LLMUser, target
 from locustfiles.sink import sink
 
-REPORT_WAIT_S = 3.5  # Locust workers report every 3 s: wait longer before stopping
+# Locust workers report every 3 s (docs/locust.md#worker-report-interval): wait longer before stopping.
+REPORT_WAIT_S = 3.5
 GUARDED = ("tick", "coordinate", "reset_time")
 
 

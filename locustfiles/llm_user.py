@@ -187,6 +187,8 @@ def _read(resp, recorder: Recorder, record: Record, sock: transport.StampedSocke
 
 
 def _http_error_class(status: int, detail: str) -> str:
+    # Engines name the context in a too-long prompt's 400 (docs/engines.md#llamacpp-too-long-prompt,
+    # docs/engines.md#vllm-too-long-prompt).
     lowered = detail.lower()
     if status == 400 and ("context" in lowered or "too long" in lowered or "maximum" in lowered):
         return "context_exceeded"
@@ -201,6 +203,8 @@ def _body_head(resp) -> str:
 
 
 def _report_live(environment, resp, record: Record) -> None:
+    # A stream's response_time is Locust's time to the headers: ours replaces it
+    # (docs/locust.md#response-time-of-a-stream).
     if record.e2e_s is not None:
         resp.request_meta["response_time"] = record.e2e_s * 1000
     if not record.ok:

@@ -1,6 +1,7 @@
 """llm-bench's own command-line options, added to Locust's parser (and to the web UI's start form).
 
-Locust forwards parsed options to workers when a run starts, so every process sees the same values.
+Locust forwards parsed options to workers when a run starts, so every process sees the same values
+(docs/locust.md#options-reach-workers).
 The API key is deliberately not an option: options are shown in the web UI and sent to workers,
 so the key is read from OPENAI_API_KEY in each process instead.
 """

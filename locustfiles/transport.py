@@ -1,8 +1,9 @@
 """Reading a streamed response from FastHttp without buffering.
 
 Measured on Locust 2.47: FastResponse.iter_content/iter_lines, and sseclient reading a FastResponse,
-buffer about 1 KiB and add ~100 ms to TTFT. geventhttpclient's own ``readline`` returns each line
-as soon as it arrives. It is private API, so every use of it lives in this module.
+buffer about 1 KiB and delay the first token by tens of milliseconds
+(docs/locust.md#fasthttp-readers-buffer). geventhttpclient's own ``readline`` returns each line as
+soon as it arrives. It is private API, so every use of it lives in this module.
 """
 
 from __future__ import annotations
@@ -255,7 +256,8 @@ def closed_before_response(response) -> bool:
     """The server closed a kept-alive connection and answered nothing: the request never ran.
 
     llama.cpp's server closes the connection after each streamed answer while announcing
-    keep-alive, so the next request on it meets a closed socket. Such a request is sent again.
+    keep-alive (docs/engines.md#llamacpp-keep-alive), so the next request on it meets a closed
+    socket. Such a request is sent again.
     """
     error = getattr(response, "error", None)
     return not response.status_code and isinstance(error, (HTTPConnectionClosed, ConnectionResetError,

@@ -13,7 +13,8 @@
   `tokens_per_event` tokens, then the answer above, unchanged. `max_tokens` counts the reasoning
   too (as vLLM): what it leaves is the answer's budget; none left, the answer is all reasoning.
 
-How an answer ends, as llama.cpp and vLLM end it (measured on both here):
+How an answer ends, as llama.cpp and vLLM end it (measured on both here:
+docs/engines.md#answers-that-end-by-themselves):
 - By itself ("stop", "tool_calls"): with an end-of-sequence token, counted in `completion_tokens`
   and generated one token after the last text, which it does not have: no content event carries
   it, the finish chunk is sent when it is generated (`closing_tokens` = 1).

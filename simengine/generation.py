@@ -270,10 +270,11 @@ class Generation:
 
     def timings(self) -> dict:
         """llama.cpp's `timings`, with its definitions (tools/server/server-context.cpp, measured on
-        the real server): prompt_ms runs from the slot taking the request to the first sampled token,
-        predicted_ms from the first sampled token to the last (an end-of-sequence token included),
-        predicted_n counts every token, predicted_per_second is the tokens after the first over
-        predicted_ms; draft_n and draft_n_accepted only when the engine speculated."""
+        the real server: docs/engines.md#llamacpp-timings): prompt_ms runs from the slot taking the
+        request to the first sampled token, predicted_ms from the first sampled token to the last (an
+        end-of-sequence token included), predicted_n counts every token, predicted_per_second is the
+        tokens after the first over predicted_ms; draft_n and draft_n_accepted only when the engine
+        speculated."""
         prompt_n = self.prompt_tokens - self.cached_tokens
         last = self.t_last_token if self.t_last_token is not None else perf_counter()
         first = self.t_first_token if self.t_first_token is not None else last  # no text at all

@@ -1,10 +1,11 @@
-"""The README's commands, run as a new user runs them: every ```bash block of README.md, as written,
-in a fresh copy of the repository, with its relative paths.
+"""The documentation's commands, run as a new user runs them: every ```bash block of README.md and of
+docs/*.md, as written, in a fresh copy of the repository, from its root, with relative paths.
 
-The blocks run in the README's order; the first (the set-up command) makes the virtual environment
-that the later ones use, as "source .venv/bin/activate" would. A block marked
+The blocks run in one order: the README's first, in its order (its first block, the set-up command,
+makes the virtual environment that every later one uses, as "source .venv/bin/activate" would), then
+each file of docs/ in DOC_ORDER. A block marked
 ``<!-- readme-test: skip (reason) -->`` is not run (the tests' own command; a web UI that waits for a
-click); ``<!-- readme-test: together -->`` runs its commands at the same time (a master and its
+click; a long search; a real engine); ``<!-- readme-test: together -->`` runs its commands at the same time (a master and its
 workers). ``SERVER``, ``MASTER_IP`` and ``N_LAPTOPS`` are the README's placeholders: a simulated
 engine started here, this machine, one laptop.
 """
@@ -25,6 +26,9 @@ from tests.conftest import ROOT, load_records
 
 BLOCK = re.compile(r"(?:<!-- readme-test: (?P<mark>[^>]*?) -->\n)?```bash\n(?P<body>.*?)```", re.S)
 COMMAND_TIMEOUT_S = 600  # the set-up command installs the package, then runs the whole suite
+# README.md first (its first block sets up), then docs/ in a reader's order; every docs/*.md must be here.
+DOC_ORDER = ("README.md", "docs/reference.md", "docs/measurement.md", "docs/engines.md", "docs/classroom.md",
+             "docs/accuracy.md", "docs/locust.md")
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,16 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
-def test_readme_blocks_are_found_and_every_mark_is_known():
-    blocks = readme_blocks((ROOT / "README.md").read_text())
-    assert blocks[0].commands[0].startswith("python3 -m venv .venv && .venv/bin/pip install -e . &&")
-    for block in blocks:
+def documented_blocks(root: Path) -> list[Block]:
+    """Every block of the documentation, in the order the test runs them."""
+    return [block for name in DOC_ORDER for block in readme_blocks((root / name).read_text())]
+
+
+def test_every_doc_is_in_the_order_and_every_mark_is_known():
+    assert set(DOC_ORDER) == {"README.md"} | {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert readme_blocks((ROOT / "README.md").read_text())[0].commands[0].startswith(
+        "python3 -m venv .venv && .venv/bin/pip install -e . &&")
+    for block in documented_blocks(ROOT):
         assert block.mark == "" or block.mark == "together" or re.fullmatch(r"skip \(.+\)", block.mark), block
 
 
@@ -109,7 +119,7 @@ def test_every_readme_command_runs_as_written(tmp_path):
     # SERVER: a fast simulated engine, so the classroom's full-size suites take seconds, not minutes.
     config = simengine.SimConfig(port=0, slots=12, prefill_tps=1e6, decode_tps=1000.0)
     with simengine.start_process(config) as server:
-        outputs = [out for block in readme_blocks((checkout / "README.md").read_text())
+        outputs = [out for block in documented_blocks(checkout)
                    if not block.mark.startswith("skip") for out in run_block(block, checkout, server.url)]
 
     results = checkout / "results"
@@ -119,6 +129,9 @@ def test_every_readme_command_runs_as_written(tmp_path):
     assert len(quick[quick["scenario"] != "warmup"]) == 93 and quick["ok"].all()
     for name in ("summary.md", "report.html", "requests.csv", "settings.json"):
         assert (results / "quick" / name).stat().st_size > 0, name
+    server_run = load_records(results / "server")  # the README's "measure a server", and its comparison
+    assert server_run["ok"].all() and (server_run["setup"] == "vLLM 0.32 / Qwen3-8B / RTX 4090").all()
+    assert "built-in" in (results / "compared" / "compare.md").read_text()
     room = load_records(results / "room")  # the master's records, and the report it wrote at the end
     assert len(room[room["scenario"] != "warmup"]) == 93 and (results / "room" / "report.html").exists()
     assert (results / "laptop-1" / "summary.md").exists()
@@ -126,6 +139,9 @@ def test_every_readme_command_runs_as_written(tmp_path):
     capacity = load_records(results / "capacity")
     judged = capacity[capacity["phase"].str.startswith("class-")]  # the short search's judged windows
     assert len(judged) >= 10 and judged["ok"].all() and (results / "capacity" / "capacity.png").exists()
+    assert (results / "selftest" / "selftest.csv").exists()
+    direct = load_records(results / "direct")  # docs/reference.md: the locustfile run by Locust itself
+    assert set(direct.loc[direct["scenario"] != "warmup", "phase"]) == {"chat"} and direct["ok"].all()
     faults = load_records(results / "faults")
     assert (faults.loc[faults["scenario"] == "chat", "error"] == "http_500").all()
     assert not list(checkout.glob("results/*/results"))  # nothing nested under a relative --out

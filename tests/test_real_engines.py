@@ -140,7 +140,7 @@ def test_smollm2_finds_the_needle(smollm2_server, tmp_path):
 
 def test_smollm2_capacity_search_judges_each_class_on_llamacpp(smollm2_server, tmp_path):
     """The capacity search against a real engine, small and short. How many students SmolLM2 takes at a
-    real SLO is measured with the defaults (see the README), not asserted here: this checks the search."""
+    real SLO is measured with the defaults (docs/classroom.md#measured), not asserted here: this checks the search."""
     out = tmp_path / "run"
     result = run_cli("capacity", "--host", smollm2_server.url, "--slo", "ttft_p95=1.0,decode_p5=5", "--think-time",
                      "1-2", "--max-tokens", "48", "--start-students", "1", "--step", "+1", "--max-students", "2",

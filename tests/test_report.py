@@ -14,7 +14,7 @@ from bench_tasks.record import Record
 from bench_tasks.records_file import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md"]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def synthetic_rows(setup: str, speed: float, runs: int = 2, jitter: float = 0.0) -> list[dict]:

@@ -99,17 +99,17 @@ def _logs_dir(cache: Path) -> Path:
     return d
 
 
-@pytest.fixture(scope="session")
-def llamacpp_server(engine_cache_dir):
+def start_tiny_llamacpp(cache: Path):
     from .llamacpp import start_llamacpp
     from .tiny_gguf import ensure_tiny_gguf
 
-    def start():
-        model = ensure_tiny_gguf(engine_cache_dir)
-        return start_llamacpp(model, alias="tiny-llama", n_ctx=32768, n_parallel=4,
-                              log_path=_logs_dir(engine_cache_dir) / f"llamacpp-tiny-{os.getpid()}.log")
+    return start_llamacpp(ensure_tiny_gguf(cache), alias="tiny-llama", n_ctx=32768, n_parallel=4,
+                          log_path=_logs_dir(cache) / f"llamacpp-tiny-{os.getpid()}.log")
 
-    server = _start("llamacpp", start)
+
+@pytest.fixture(scope="session")
+def llamacpp_server(engine_cache_dir):
+    server = _start("llamacpp", lambda: start_tiny_llamacpp(engine_cache_dir))
     yield server
     server.stop()
 
@@ -119,28 +119,30 @@ def llamacpp_server(engine_cache_dir):
 # spin between graph runs and the HTTP thread waits for a time slice before it writes an event: measured
 # here, a first token or a finish chunk sent 2-4 ms after llama.cpp stamped it, now and then (needle
 # answers of 12-17 tokens: up to +2.5% and -0.8% against predicted_per_second; one thread: at most 0.05%).
-# A real delay users see, which the engine's timings cannot: the agreement test is not the place for it.
+# A real delay users see, which the engine's timings cannot: the agreement test is not the place for it
+# (docs/engines.md#llamacpp-every-core-delay).
 SMOLLM2_THREADS = 1
+
+
+def start_smollm2(cache: Path, ngram: bool = False):
+    from .llamacpp import start_llamacpp
+    from .smollm2 import N_CTX_TRAIN, ensure_smollm2
+
+    alias = "smollm2-135m-instruct-ngram" if ngram else "smollm2-135m-instruct"
+    return start_llamacpp(ensure_smollm2(cache), alias=alias, n_ctx=N_CTX_TRAIN, n_parallel=4,
+                          threads=SMOLLM2_THREADS, extra_params=NGRAM_SPECULATION if ngram else None,
+                          log_path=_logs_dir(cache) / f"llamacpp-{alias}-{os.getpid()}.log")
 
 
 @pytest.fixture(scope="session")
 def smollm2_server(engine_cache_dir):
-    from .llamacpp import start_llamacpp
-    from .smollm2 import N_CTX_TRAIN, ensure_smollm2
-
-    def start():
-        model = ensure_smollm2(engine_cache_dir)
-        return start_llamacpp(model, alias="smollm2-135m-instruct", n_ctx=N_CTX_TRAIN, n_parallel=4,
-                              threads=SMOLLM2_THREADS,
-                              log_path=_logs_dir(engine_cache_dir) / f"llamacpp-smollm2-{os.getpid()}.log")
-
-    server = _start("smollm2", start)
+    server = _start("smollm2", lambda: start_smollm2(engine_cache_dir))
     yield server
     server.stop()
 
 
 # llama.cpp's n-gram speculation: no draft model; drafts come from what the context already holds
-# (shared/facts/engines.md, measured on SmolLM2 here).
+# (docs/engines.md#llamacpp-ngram-speculation).
 NGRAM_SPECULATION = {
     "speculative.types": ["xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE"],
     "speculative.ngram_simple.size_n": 3,
@@ -153,16 +155,7 @@ NGRAM_SPECULATION = {
 def smollm2_ngram_server(engine_cache_dir):
     """smollm2_server with n-gram speculative decoding: accepted draft tokens are sent back to back, one
     event each, and the final timings carry draft_n and draft_n_accepted."""
-    from .llamacpp import start_llamacpp
-    from .smollm2 import N_CTX_TRAIN, ensure_smollm2
-
-    def start():
-        model = ensure_smollm2(engine_cache_dir)
-        return start_llamacpp(model, alias="smollm2-135m-instruct-ngram", n_ctx=N_CTX_TRAIN, n_parallel=4,
-                              threads=SMOLLM2_THREADS, extra_params=NGRAM_SPECULATION,
-                              log_path=_logs_dir(engine_cache_dir) / f"llamacpp-smollm2-ngram-{os.getpid()}.log")
-
-    server = _start("smollm2", start)
+    server = _start("smollm2", lambda: start_smollm2(engine_cache_dir, ngram=True))
     yield server
     server.stop()
 
@@ -176,18 +169,25 @@ def smollm2_ngram_server(engine_cache_dir):
 # vLLM's histograms, load average 2.6-7.2 from other work: only the worker on core 0 (before) +0.02 to
 # +32% (11 runs, median +6%; CI +10.6%); engine core beside the API server on core 1, +27 to +41%;
 # engine core and worker on core 0, API server and client on core 1, -0.35 to +0.16%; all of vLLM on
-# core 0, client on core 1: 31 runs, all within 0.28%, median |diff| 0.04%.
+# core 0, client on core 1: 31 runs, all within 0.28%, median |diff| 0.04% (docs/engines.md#vllm-one-core).
 def vllm_cores() -> set[int] | None:
     """The first core this process may use, for all of vLLM; None (nothing pinned) on one core."""
     cores = sorted(os.sched_getaffinity(0))
     return {cores[0]} if len(cores) >= 2 else None
 
 
+def start_tiny_vllm(cache: Path, ngram: bool = False):
+    from .vllm import NGRAM_SPECULATIVE_CONFIG, start_vllm
+
+    if ngram:
+        return start_vllm(cache, served_model_name="tiny-llama-hf-ngram",
+                          speculative_config=NGRAM_SPECULATIVE_CONFIG, cpus=vllm_cores())
+    return start_vllm(cache, cpus=vllm_cores())
+
+
 @pytest.fixture(scope="session")
 def vllm_server(engine_cache_dir):
-    from .vllm import start_vllm
-
-    server = _start("vllm", lambda: start_vllm(engine_cache_dir, cpus=vllm_cores()))
+    server = _start("vllm", lambda: start_tiny_vllm(engine_cache_dir))
     yield server
     server.stop()
 
@@ -197,9 +197,6 @@ def vllm_ngram_server(engine_cache_dir):
     """vLLM as vllm_server, plus n-gram speculative decoding (vllm.NGRAM_SPECULATIVE_CONFIG: 3 draft tokens,
     prompt_lookup_max 3). A separate server process (~60 s start, ~4.5 GB RSS); drafts only happen when the
     context repeats itself (e.g. temperature 0 on the random model falls into loops)."""
-    from .vllm import NGRAM_SPECULATIVE_CONFIG, start_vllm
-
-    server = _start("vllm", lambda: start_vllm(engine_cache_dir, served_model_name="tiny-llama-hf-ngram",
-                                                speculative_config=NGRAM_SPECULATIVE_CONFIG, cpus=vllm_cores()))
+    server = _start("vllm", lambda: start_tiny_vllm(engine_cache_dir, ngram=True))
     yield server
     server.stop()

