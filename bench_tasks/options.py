@@ -1,0 +1,323 @@
+"""Every option of llm-bench, declared once: its flag, how its text is read, its default, its help, where it shows.
+
+From ``OPTIONS`` come the command line's options (``llm-bench run chat``, ``quick``, ``capacity``),
+Locust's (locustfiles/options.py: ``locust -f ...`` and the web UI's start form), the argv a command
+hands to Locust and the ``options`` of ``settings.json``. Every path reads an option's text with the
+option's own parser (text -> value, or ValueError in one line): argparse's ``type=`` on both parsers,
+and ``values`` when a run starts, since the web UI's start form writes text no parser has read.
+
+A parsed namespace keeps each option's text (a switch its bool, a repeated option its list of texts):
+the web UI writes text into it and keeps the type it finds there. ``values`` turns a namespace into
+typed values, and ``Values.suite`` and ``Values.search`` make the suite's and the search's options.
+Adding an option is one line in ``OPTIONS``; a workload then reads ``values(...).its_name``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from bench_tasks import slo as slos
+from bench_tasks.capacity import AUTO, SearchOptions, parse_start, parse_step
+from bench_tasks.classroom import MAX_TOKENS, ThinkTime, parse_think_time
+from bench_tasks.prompt import parse_size, size_label
+from bench_tasks.suite import SCENARIOS, SuiteOptions
+
+RUN, QUICK, CAPACITY = "run", "quick", "capacity"  # the llm-bench commands that measure (run: chat or paste)
+MEASURING = (RUN, QUICK, CAPACITY)
+
+
+def text(value: str) -> str:
+    return value
+
+
+def positive_int(value: str) -> int:
+    return _positive(value, int, "a whole number of at least 1")
+
+
+def _positive(value: str, parse: Callable[[str], int], wanted: str) -> int:
+    try:
+        number = parse(value.strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"expected {wanted}, got {value!r}")
+    return number
+
+
+def positive_float(value: str) -> float:
+    return _float(value, lambda number: number > 0, "a positive number")
+
+
+def non_negative_float(value: str) -> float:
+    return _float(value, lambda number: number >= 0, "a number of at least 0")
+
+
+def _float(value: str, fits: Callable[[float], bool], wanted: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not fits(number):  # NaN fits nothing
+        raise ValueError(f"expected {wanted}, got {value!r}")
+    return number
+
+
+def _parts(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _positive_list(value: str, parse, example: str) -> tuple[int, ...]:
+    try:
+        found = tuple(parse(part) for part in _parts(value))
+    except ValueError:
+        found = ()
+    if not found or min(found) < 1:
+        raise ValueError(f"expected {example}, got {value!r}")
+    return found
+
+
+def sizes(value: str) -> tuple[int, ...]:
+    """``4k,16k,32k`` -> (4096, 16384, 32768): prompt sizes in tokens."""
+    return _positive_list(value, parse_size, "sizes like 4k,16k,32k or 1500")
+
+
+def size(value: str) -> int:
+    """``4k`` -> 4096: one prompt size in tokens."""
+    return _positive(value, parse_size, "a size like 4k or 1500")
+
+
+def share(value: str) -> float:
+    """A share from 0 to 1."""
+    return _float(value, lambda number: 0 <= number <= 1, "a share from 0 to 1")
+
+
+def on_off(value: str) -> bool:
+    if value.strip() not in ("on", "off"):
+        raise ValueError(f"expected on or off, got {value!r}")
+    return value.strip() == "on"
+
+
+def counts(value: str) -> tuple[int, ...]:
+    """``1,4,12``: how many requests at once."""
+    return _positive_list(value, int, "counts like 1,4,12")
+
+
+def scenarios(value: str) -> tuple[str, ...]:
+    chosen = tuple(_parts(value))
+    if not chosen or set(chosen) - set(SCENARIOS):
+        raise ValueError(f"expected scenarios from {','.join(SCENARIOS)}, got {value!r}")
+    return chosen
+
+
+def step(value: str) -> str:
+    """``x2`` or ``+4``, kept as written (SearchOptions reads it)."""
+    parse_step(value)
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    parse: Callable[[str], object]  # the text -> its value; ValueError with a one-line message
+    default: str | bool | None  # as text (a switch: False); Locust's, and the commands' unless they say
+    help: str
+    commands: tuple[str, ...] = ()  # the llm-bench commands that take it
+    web_ui: bool = False  # shown in the web UI's start form
+    locust: bool = True  # on Locust's parser (its runs read it)
+    handed: bool | None = None  # put on the argv a command hands to Locust (None: as ``locust``)
+    handed_as: str | None = None  # the Locust flag it is handed as, where not its own
+    switch: bool = False  # a flag without a value
+    repeated: bool = False  # given once per value: a list
+    required: bool = False  # the commands require it (Locust falls back on the default)
+    command_default: str | None = None  # the commands' default, where it is not Locust's
+    secret: bool = False  # never written into settings.json
+
+    @property
+    def name(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+
+SUITE, SEARCH, THINK = SuiteOptions(), SearchOptions(), ThinkTime()
+
+OPTIONS: tuple[Option, ...] = (
+    # -- the server, the run's files and labels: every measuring command --
+    Option("--host", text, None, "base URL of the server, with or without /v1 (default: $OPENAI_BASE_URL, else "
+           "start the simulated engine)", MEASURING, locust=False),  # Locust's own --host, given by run_locust
+    Option("--out", text, "llm-bench-out", "output directory: the records, the run's other files and its report",
+           MEASURING, required=True, handed=False),  # given by run_locust
+    Option("--setup", text, "", "label of the serving setup (engine, model, card)", MEASURING, web_ui=True),
+    Option("--engine", text, "auto", "engine profile (vllm, llamacpp, sglang, ollama, sim, generic), or auto: "
+           "detected from the server", MEASURING, web_ui=True),
+    Option("--model", text, "", "model name (default: the first in /v1/models)", MEASURING, web_ui=True),
+    Option("--api-key", text, "", "API key (default: $OPENAI_API_KEY); sent only to --host", MEASURING,
+           locust=False, secret=True),  # options are shown and sent to workers: Locust reads $OPENAI_API_KEY
+    Option("--read-timeout", positive_float, "300", "seconds without a byte before a request counts as stalled",
+           MEASURING),
+    Option("--thinking", on_off, "off", "off: switch a thinking model's reasoning off (the engine profile's "
+           "switch); on: let it think, as its users run it (ttfo_s then times the answer after the reasoning)",
+           MEASURING, web_ui=True),
+    Option("--fail-on-error", text, False, "exit 1 when a measured request failed (without it: exit 0, the "
+           "failures are in the records)", MEASURING, locust=False, switch=True),
+    Option("--client-host", text, "", "name of this client machine in the records (default: its hostname)"),
+    Option("--no-llm-report", text, False, "do not write the report into --out when a run ends", switch=True),
+    # -- chat and paste (llm-bench run chat|paste, locustfiles/chat.py and paste.py) --
+    Option("--users", positive_int, "1", "users asking at once (run paste: chatting, beside the one pasting)",
+           (RUN,), locust=False),  # Locust's own -u
+    Option("--requests", positive_int, None, "requests in total, then the run ends (run paste, paste.py: "
+           "documents pasted)", (RUN,), web_ui=True, command_default="9"),
+    Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); the "
+           "first pass asks them as written, each later pass opens them with its run, (run 2) ..., so none is read "
+           "from the cache",
+           (RUN,), repeated=True),
+    Option("--stop", text, None, "end each answer at this stop string (OpenAI's `stop`; repeat it for several)",
+           (RUN,), repeated=True),
+    Option("--size", size, "4k", "run paste: tokens of each pasted document", (RUN,), locust=False, handed=True,
+           handed_as="--paste-size"),  # paste.py's --paste-size, the classroom's too
+    Option("--max-tokens", positive_int, str(MAX_TOKENS), "max_tokens per answer", (RUN, CAPACITY), web_ui=True),
+    Option("--ignore-eos", text, False, "ask for exactly --max-tokens tokens (engines that accept ignore_eos)",
+           (RUN, CAPACITY), web_ui=True, switch=True),
+    # -- the quick suite --
+    Option("--runs", positive_int, str(SUITE.runs), "runs per test; bursts: rounds", (QUICK,), web_ui=True),
+    Option("--sizes", sizes, ",".join(map(size_label, SUITE.sizes)), "fresh prompt sizes", (QUICK,), web_ui=True),
+    Option("--needle-sizes", sizes, ",".join(map(size_label, SUITE.needle_sizes)), "needle prompt sizes", (QUICK,),
+           web_ui=True),
+    Option("--bursts", counts, ",".join(map(str, SUITE.bursts)), "requests released at once", (QUICK,), web_ui=True),
+    Option("--only", scenarios, ",".join(SUITE.only), "the scenarios to run, in the suite's fixed order", (QUICK,),
+           web_ui=True),
+    # -- the classroom and the capacity search --
+    Option("--slo", slos.parse, "ttft_p95=1.0", "the goal each step is judged by, e.g. ttft_p95=1.0,decode_p5=10 "
+           "(errors=0.01 allows one failed request in a hundred; default: none)", (CAPACITY,), web_ui=True,
+           required=True),
+    Option("--think-time", parse_think_time, THINK.text(), "seconds a student thinks between "
+           "an answer and the next question: a range drawn uniformly, or one value", (CAPACITY,), web_ui=True),
+    Option("--paste-share", share, "0", "the share of questions (0 to 1) that carry a pasted document of "
+           "--paste-size tokens, kept in the conversation as a chat page keeps it", (CAPACITY,), web_ui=True),
+    Option("--paste-size", size, "4k", "tokens of each pasted document (paste.py: of each paste; run paste: "
+           "--size)", (CAPACITY,), web_ui=True),
+    Option("--start-students", parse_start, AUTO, "auto: probe the server (its slots, decode and prefill rates, "
+           "answer lengths) in about a minute, predict the knee with a queueing model of the class and start there; "
+           "or a number: the first class size, grown by --step", (CAPACITY,), web_ui=True),
+    Option("--step", step, SEARCH.step, "with a numbered --start-students, how the class grows until the SLO "
+           "breaks: x2 doubles it, +4 adds four", (CAPACITY,), web_ui=True),
+    Option("--max-students", positive_int, str(SEARCH.max_students), "the largest class tried", (CAPACITY,),
+           web_ui=True),
+    Option("--resolution", positive_int, str(SEARCH.resolution), "refine until the last class that met the SLO "
+           "and the first that missed it are this many students apart (1: exact)", (CAPACITY,), web_ui=True),
+    Option("--step-s", positive_float, f"{SEARCH.step_s:g}", "seconds each step's judged window lasts at least",
+           (CAPACITY,), web_ui=True),
+    Option("--settle-s", non_negative_float, None, "seconds a new class settles before its window opens (default: "
+           "the top of --think-time)", (CAPACITY,)),
+    Option("--min-requests", positive_int, str(SEARCH.min_requests), "questions each judged window holds at least",
+           (CAPACITY,), web_ui=True),
+    Option("--max-step-s", positive_float, None, "seconds a window that cannot tell yet (a goal's interval "
+           "straddles its limit) goes on at most, then it is decided on its point estimate, sooner when holding on "
+           "would not tell either (default: three times --step-s)", (CAPACITY,)),
+    Option("--processes", positive_int, "1", "Locust processes on this machine; more when the client is saturated",
+           (CAPACITY,), locust=False, handed=True),  # Locust's own --processes
+)
+BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def _checked(option: Option) -> Callable[[str], str]:
+    """argparse's ``type``: the text, kept as it is, once the option's parser has read it; its ValueError
+    becomes argparse's one-line usage error."""
+    def check(value: str) -> str:
+        try:
+            option.parse(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+    return check
+
+
+def _arguments(option: Option, default, required: bool = False) -> dict:
+    if option.switch:
+        return {"action": "store_true", "default": False, "help": option.help}
+    shown = f" (default {default})" if default not in (None, "") and not required else ""
+    kwargs = {"type": _checked(option), "default": default, "help": option.help + shown}
+    kwargs |= {"action": "append"} if option.repeated else {}
+    return kwargs | ({"required": True} if required else {})
+
+
+def command_arguments(command: str) -> list[tuple[str, dict]]:
+    """(flag, argparse keywords) of each option ``llm-bench COMMAND`` takes."""
+    return [(o.flag, _arguments(o, o.command_default or o.default, o.required))
+            for o in OPTIONS if command in o.commands]
+
+
+def locust_arguments() -> list[tuple[str, dict]]:
+    """(flag, argparse keywords) of each option on Locust's parser, ``include_in_web_ui`` included."""
+    return [(o.flag, {**_arguments(o, o.default), "include_in_web_ui": o.web_ui}) for o in OPTIONS if o.locust]
+
+
+def locust_argv(namespace, command: str) -> list[str]:
+    """What ``llm-bench COMMAND`` hands to Locust: each option it takes and Locust reads, when not Locust's default."""
+    argv = []
+    for option in OPTIONS:
+        handed = option.locust if option.handed is None else option.handed
+        if command not in option.commands or not handed:
+            continue
+        given = getattr(namespace, option.name)
+        flag = option.handed_as or option.flag
+        if option.switch:
+            argv += [flag] if given else []
+        elif option.repeated:
+            argv += [part for value in given or () for part in (flag, value)]
+        elif given is not None and given != option.default:
+            argv += [flag, str(given)]
+    return argv
+
+
+def given(command: str, **texts) -> SimpleNamespace:
+    """The namespace ``llm-bench COMMAND`` parses when only these options are given (as text)."""
+    defaults = {o.name: False if o.switch else None if o.repeated else o.command_default or o.default
+                for o in OPTIONS if command in o.commands}
+    return SimpleNamespace(**{**defaults, **texts})
+
+
+def settings(namespace, command: str) -> dict:
+    """``settings.json``'s options: each one ``llm-bench COMMAND`` takes, as given (no secret)."""
+    return {o.name: getattr(namespace, o.name) for o in OPTIONS if command in o.commands and not o.secret}
+
+
+class Values(SimpleNamespace):
+    """The options of a run, typed."""
+
+    def suite(self, scenarios: tuple[str, ...] = SCENARIOS) -> SuiteOptions:
+        """The quick suite's options, for the scenarios a locustfile has users for."""
+        return SuiteOptions(runs=self.runs, sizes=self.sizes, needle_sizes=self.needle_sizes, bursts=self.bursts,
+                            only=tuple(s for s in self.only if s in scenarios))
+
+    def search(self) -> SearchOptions:
+        """The capacity search's options; ValueError when they contradict each other."""
+        settle_s = self.think_time.max_s if self.settle_s is None else self.settle_s
+        return SearchOptions(start=self.start_students, step=self.step, max_students=self.max_students,
+                             resolution=self.resolution, step_s=self.step_s, settle_s=settle_s,
+                             min_requests=self.min_requests, max_step_s=self.max_step_s)
+
+
+def values(namespace, command: str | None = None) -> Values:
+    """The typed values of a parsed namespace: ``llm-bench COMMAND``'s, or with no command Locust's. ValueError
+    (naming the option) for a text its parser refuses."""
+    chosen = [o for o in OPTIONS if (command in o.commands if command else o.locust)]
+    return Values(**{o.name: value(o, getattr(namespace, o.name)) for o in chosen})
+
+
+def value(option: Option, given):
+    if option.switch:
+        return bool(given)
+    if option.repeated:
+        return tuple(_read(option, item) for item in given or ())
+    if given is None or (given == "" and option.default is None):  # an empty field of the start form
+        return None
+    return _read(option, str(given))
+
+
+def _read(option: Option, given: str):
+    try:
+        return option.parse(given)
+    except ValueError as exc:
+        raise ValueError(f"{option.flag}: {exc}") from None
