@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench_tasks import classroom_queue
 from bench_tasks import slo as slos
 from bench_tasks.classroom import ThinkTime
-from bench_tasks.intervals import Interval, quantile_interval
 from bench_tasks.probe import MAX_BURST, Probe
 from bench_tasks.probe import SCENARIO as PROBE
 from bench_tasks.suite import Job, Phase
@@ -52,6 +53,7 @@ MAX_STEP_FACTOR = 3  # an unsure window goes on up to this many step_s, unless m
 RECORD_WAIT_S = 7.0  # after the window's last answer, how long its records may take to arrive (2 reports)
 AUTO = "auto"  # --start-students auto: probe the server and start at the model's knee
 FALLBACK_START = 2  # the probe measured too little: the ladder from here, as before the probe
+MODEL_WINDOWS = 16  # windows of the model's requests judged to say what a step's window would likely conclude
 
 
 def parse_start(text) -> int | None:
@@ -93,8 +95,10 @@ class SearchOptions:
     def __post_init__(self) -> None:
         parse_step(self.step)
         start = 1 if self.start is None else self.start
-        if not 1 <= start <= self.max_students or self.resolution < 1 or self.min_requests < 1:
-            raise ValueError("need 1 <= start <= max_students, resolution >= 1 and min_requests >= 1")
+        if not 1 <= start <= self.max_students:
+            raise ValueError(f"the first class ({start} students) is not within 1 to the largest ({self.max_students})")
+        if self.resolution < 1 or self.min_requests < 1:
+            raise ValueError("need resolution >= 1 and min_requests >= 1")
         if self.max_step_s is None:
             object.__setattr__(self, "max_step_s", MAX_STEP_FACTOR * self.step_s)
         if self.max_step_s < self.step_s:
@@ -169,6 +173,12 @@ def walk(ladder, students: int | None, capacity: int) -> list[int]:
     return tried
 
 
+def shrink_at_limit(held_s: float, max_step_s: float) -> float | None:
+    """How much narrower a window's intervals would be held to ``max_step_s``: it would gather max_step_s /
+    held_s times the requests, and an interval narrows as the square root of that (None: at the limit)."""
+    return None if held_s >= max_step_s else math.sqrt(held_s / max_step_s)
+
+
 SETTLING, WINDOW, CLOSING = "settling", "window", "closing"
 
 
@@ -220,6 +230,7 @@ class Search:
     prediction: classroom_queue.Prediction | None = None  # the model's classes and capacity
     ladder: Ladder | Gallop | None = None
     _jobs: int = 0
+    _windows: dict = field(default_factory=dict, repr=False)  # expected_window_s by class: the model does not change
 
     def __post_init__(self) -> None:
         o = self.options
@@ -341,7 +352,9 @@ class Search:
         return held >= step.target_s and enough
 
     def _judge(self, step: Step) -> None:
-        figures = slos.judge(self.slo, step.rows, final=step.held_s >= self.options.max_step_s)
+        final = step.held_s >= self.options.max_step_s
+        shrink = shrink_at_limit(step.held_s, self.options.max_step_s)  # decided now if even that would not tell
+        figures = slos.judge(self.slo, step.rows, final=final, shrink=shrink)
         if figures["outcome"] == slos.UNSURE:
             # Hold on to the window: twice as long gathers about twice the requests, narrowing each interval.
             step.state, step.target_s = WINDOW, min(2 * step.held_s, self.options.max_step_s)
@@ -393,15 +406,17 @@ class Search:
         return self.options.settle_s + self.expected_window_s(students) + self._answer_s(students)
 
     def expected_window_s(self, students: int) -> float:
-        o = self.options
-        figures = self._figures(students)
-        held = o.step_s
-        while held < o.max_step_s:
-            requests = int(figures.requests_per_s * held)
-            if requests >= o.min_requests and expected_outcome(self.slo, figures, requests) != slos.UNSURE:
-                break
-            held = min(2 * held, o.max_step_s)
-        return held
+        if students not in self._windows:
+            o = self.options
+            figures = self._figures(students)
+            held = o.step_s
+            while held < o.max_step_s:
+                requests = int(figures.requests_per_s * held)
+                if requests >= o.min_requests and expected_outcome(self.slo, figures, requests) != slos.UNSURE:
+                    break
+                held = min(2 * held, o.max_step_s)
+            self._windows[students] = held
+        return self._windows[students]
 
     def _answer_s(self, students: int) -> float:
         return self._figures(students).response_s
@@ -417,22 +432,45 @@ class Search:
                                    requests_per_s=near.requests_per_s * students / near.students)
 
 
+def probe_line(search: Search) -> str:
+    """What the probe measured and what the model predicts, in one line: ``probe: 4 slots, 100 tok/s per request
+    ...; the model predicts 24 students (TTFT p95 0.92 s; 25: 1.2 s)``."""
+    server, prediction = search.server, search.prediction
+    if server is None:
+        return (f"probe: {search.probe.why() or 'too little measured'}; the search climbs from "
+                f"{search.ladder.start} students ({search.options.step}) instead")
+    slots = (f"{server.slots} slots" if search.probe.slots
+             else f"no slot limit seen up to {search.probe.max_burst} at once")
+    busy = min(server.slots, 8)
+    prefill = f"prefill {server.prefill_tps:.0f} tok/s" if server.prefill_tps else "prefill too fast to see"
+    answers = sorted(server.answer_tokens)
+    parts = [f"probe: {slots}, decode {1 / server.token_s:.0f} tok/s per request alone "
+             f"({1 / server.token_time_s(busy):.0f} with {busy} at once), {prefill}, first token "
+             f"{server.first_token_s:.3f} s, answers {answers[0]}-{answers[-1]} tokens "
+             f"(median {answers[len(answers) // 2]})"]
+    knee = prediction.capacity
+    shown = [prediction.classes[n] for n in (knee, knee + 1) if n in prediction.classes]
+    figures = "; ".join(f"{c.students}: " + ", ".join(f"{g.label} {c.figures[g.figure]:.3g} {g.unit}"
+                                                       for g in search.slo.goals if c.figures[g.figure] is not None)
+                        for c in shown)
+    parts.append(f"the model predicts {knee} students ({figures}); the search starts at {search.ladder.start}")
+    return "; ".join(parts)
+
+
 def expected_outcome(slo: slos.Slo, figures: classroom_queue.ClassFigures, requests: int) -> str:
-    """The verdict a window of ``requests`` would likely reach if the model's values are the class's: each
-    goal's interval taken at the ranks ``intervals`` would use, read off the model's sorted values."""
+    """The verdict a window of ``requests`` would likely reach if the model's requests are the class's: the
+    model's requests, in the order they were asked, cut into windows of that many, each judged as a step is
+    (``slo.interval``); the verdict most of them reach, or UNSURE when none has a majority."""
     outcomes = []
     for goal in slo.goals:
-        values = figures.values.get(goal.column) or []
-        ranks = quantile_interval(range(requests), goal.quantile, open_ends=True)
-        if not values or ranks is None:
+        series = figures.series.get(goal.column) or []
+        if requests < 1 or len(series) < requests:
             return slos.UNSURE
-
-        def at(rank):  # the expected value of the rank-th smallest of `requests` draws
-            if rank is None:
-                return None
-            return values[min(int((rank + 1) / (requests + 1) * len(values)), len(values) - 1)]
-
-        outcomes.append(goal.verdict(Interval(at(ranks.low), at(ranks.high), ranks.level, ranks.method)))
+        windows = [series[start:start + requests] for start in range(0, len(series) - requests + 1, requests)]
+        step = max(1, len(windows) // MODEL_WINDOWS)  # a few spread over the model's run are enough
+        verdicts = Counter(goal.verdict(slos.interval(window, goal.quantile)) for window in windows[::step])
+        outcome, count = verdicts.most_common(1)[0]
+        outcomes.append(outcome if 2 * count > sum(verdicts.values()) else slos.UNSURE)
     if slos.MISSES in outcomes:
         return slos.MISSES
     return slos.MEETS if all(o == slos.MEETS for o in outcomes) else slos.UNSURE

@@ -2,7 +2,9 @@
 
 A student holds a conversation on one topic: the whole history is resent each turn (as a chat
 page does), a question follows the answer to the one before, and after the topic's last question
-the student starts a fresh conversation on the next topic. Between an answer and the next
+the student starts a fresh conversation on the next topic. A share of questions (``paste_share``, 0 by
+default) carries a document pasted above it, which stays in the conversation as a chat page keeps
+it. Between an answer and the next
 question the student thinks for a time drawn uniformly from the think-time range (reading the
 answer, typing). Students arrive over a ramp: a student's first question comes after a delay
 drawn uniformly from 0 to the top of that range, so a class asks at its steady rate from the
@@ -65,6 +67,10 @@ class ThinkTime:
         if not 0 <= self.min_s <= self.max_s:
             raise ValueError(f"a think-time range needs 0 <= min <= max, got {self.min_s}-{self.max_s}")
 
+    def text(self) -> str:
+        """As --think-time takes it: ``10-40``, or ``2`` for always 2 s."""
+        return f"{self.min_s:g}" if self.min_s == self.max_s else f"{self.min_s:g}-{self.max_s:g}"
+
     def draw(self, rng: random.Random) -> float:
         return rng.uniform(self.min_s, self.max_s)
 
@@ -87,9 +93,12 @@ def parse_think_time(text: str) -> ThinkTime:
 class Student:
     """One student's state: where their conversation is, and how long to wait before the next question."""
 
-    def __init__(self, think: ThinkTime, seed: int, name: str) -> None:
+    def __init__(self, think: ThinkTime, seed: int, name: str, paste_share: float = 0.0) -> None:
+        if not 0.0 <= paste_share <= 1.0:
+            raise ValueError(f"a share of questions with a document is between 0 and 1, got {paste_share}")
         self.think = think
         self.name = name
+        self.paste_share = paste_share
         self.rng = random.Random(seed)
         self.arrived = False
         self.conversation = 1  # the records' round: a fresh conversation after each topic's last question
@@ -108,11 +117,19 @@ class Student:
             return self.think.arrival(self.rng)
         return self.think.draw(self.rng)
 
-    def messages(self) -> list[dict]:
-        """What this turn sends: the tutor's instructions, the whole conversation so far, the question."""
+    def pastes(self) -> bool:
+        """Whether this turn's question carries a document (drawn only when some do: a class without
+        pastes thinks exactly as before)."""
+        return self.paste_share > 0 and self.rng.random() < self.paste_share
+
+    def messages(self, document: str | None = None) -> list[dict]:
+        """What this turn sends: the tutor's instructions, the whole conversation so far, the question
+        (with ``document`` above it, when the student pastes one)."""
         question = TOPICS[self.topic][self.turn - 1]
         if self.turn == 1:
             question = f"I'm {self.name}. {question}"  # each student's own conversation, not a shared prefix
+        if document:
+            question = f"{document}\n\n{question}"
         return [{"role": "system", "content": SYSTEM}, *self.history, {"role": "user", "content": question}]
 
     def answered(self, question: list[dict], answer: str) -> None:

@@ -15,8 +15,9 @@ The class is ``bench_tasks.classroom``'s: each student arrives after a delay uni
 of the think-time range, asks, waits for the whole answer, thinks for a time uniform in the range,
 and asks again; a conversation has ``turns`` questions, then a fresh one starts. ``simulate`` runs
 that closed loop as a seeded discrete-event simulation and returns the predicted requests (record
-dicts: ``ttft_s``, ``ttfb_s`` (taken as the first token's: no later than it), ``e2e_s``,
-``decode_tps``, ``itl_s``, ``prompt_tps``), leaving out those asked while the class was arriving;
+dicts: ``t_send`` (when it was asked, on the model's clock), ``ttft_s``, ``ttfb_s`` (taken as the first
+token's: no later than it), ``e2e_s``, ``decode_tps``, ``itl_s``, ``prompt_tps``), leaving out those asked
+while the class was arriving;
 ``predict`` judges them with the SLO's goals on their point estimates (the model has no noise of a
 window: it is the class's steady state) and finds the largest class that meets the SLO by bisection.
 Pure and stdlib-only; deterministic for a seed; a whole prediction takes well under a second.
@@ -69,6 +70,7 @@ class ClassFigures:
     requests_per_s: float  # how fast the class asks, steady
     response_s: float  # mean time from asking to the whole answer
     values: dict = field(default_factory=dict, repr=False)  # each goal's column: the predicted values, sorted
+    series: dict = field(default_factory=dict, repr=False)  # the same values in the order they were asked
 
 
 @dataclass
@@ -183,7 +185,7 @@ class _Classroom:
 def _predicted(t_ask: float, t_first: float, t_end: float, prompt: int, answer: int) -> dict:
     """A predicted request as a record's figures."""
     ttft, decode_s, tokens = t_first - t_ask, t_end - t_first, answer - 1
-    return {"ok": True, "ttft_s": ttft, "ttfb_s": ttft, "e2e_s": t_end - t_ask,
+    return {"ok": True, "t_send": t_ask, "ttft_s": ttft, "ttfb_s": ttft, "e2e_s": t_end - t_ask,
             "decode_tps": tokens / decode_s if tokens > 0 and decode_s > 0 else None,
             "itl_s": decode_s / tokens if tokens > 0 else None,
             "prompt_tps": prompt / ttft if ttft > 0 else None}
@@ -192,12 +194,14 @@ def _predicted(t_ask: float, t_first: float, t_end: float, prompt: int, answer: 
 def judge_class(server: Server, think: ThinkTime, slo: slos.Slo, students: int,
                 requests: int = REQUESTS, seed: int = SEED) -> ClassFigures:
     rows, span = simulate(server, think, students, requests, seed)
-    values = {goal.column: slos.values(rows, goal.column) for goal in slo.goals}
+    asked = sorted(rows, key=lambda row: row["t_send"])
+    series = {goal.column: slos.in_order(asked, goal.column) for goal in slo.goals}
+    values = {column: sorted(known) for column, known in series.items()}
     figures = {goal.figure: slos.percentile(rows, goal.column, goal.quantile) for goal in slo.goals}
     meets = bool(rows) and all(goal.holds(figures[goal.figure]) for goal in slo.goals)
     rate = (len(rows) - 1) / span if span > 0 else 0.0
     response = sum(row["e2e_s"] for row in rows) / len(rows) if rows else 0.0
-    return ClassFigures(students, meets, figures, rate, response, values)
+    return ClassFigures(students, meets, figures, rate, response, values, series)
 
 
 def saturation_students(server: Server, think: ThinkTime) -> int:

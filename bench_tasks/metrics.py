@@ -29,14 +29,16 @@ def wanted_series(profile: Profile) -> set[str]:
 
 def parse(text: str, wanted: set[str]) -> dict[str, float]:
     """Sum each wanted series over its label sets. Prometheus may suffix counters with _total."""
+    lines = (line for line in text.splitlines() if line and not line.startswith("#"))
+    return _summed(lines, lambda name: _wanted_name(name, wanted))
+
+
+def _summed(lines, key_of) -> dict[str, float]:
+    """Each sample's value added to its series' key (``key_of(name)``; None: not wanted)."""
     values: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
+    for line in lines:
         match = _SAMPLE.match(line)
-        if not match:
-            continue
-        key = _wanted_name(match.group(1), wanted)
+        key = key_of(match.group(1)) if match else None
         if key is None:
             continue
         try:
@@ -63,3 +65,21 @@ def scrape(base_url: str, profile: Profile, api_key: str = "") -> dict[str, floa
         return parse(server.get_text(base_url, path, api_key=api_key, timeout_s=5), wanted)
     except (server.ServerError, OSError):
         return None
+
+
+# The engine's queue and cache, read every second during a run (locustfiles/engine_series.py).
+GAUGE_KEYS = ("requests_running", "requests_waiting", "kv_cache_usage")
+
+
+def gauge_names(profile: Profile) -> dict[str, str]:
+    """The profile's gauges by key (GAUGE_KEYS), those it names."""
+    return {key: profile.metrics[key] for key in GAUGE_KEYS if profile.metrics.get(key)}
+
+
+def gauges(text: str, names: dict[str, str]) -> dict[str, float]:
+    """Each named gauge, summed over its label sets; only lines that open with a wanted name are parsed
+    (vLLM's /metrics is hundreds of lines, this runs every second beside the measurement)."""
+    by_name = {name: key for key, name in names.items()}
+    prefixes = tuple(by_name)
+    # by_name.get: a longer name that merely starts like a wanted one is None, not wanted.
+    return _summed((line for line in text.splitlines() if line.startswith(prefixes)), by_name.get)

@@ -1,4 +1,4 @@
-"""Request bodies for /v1/chat/completions and /v1/completions, built the same way for every engine.
+"""Request bodies for /v1/chat/completions, built the same way for every engine.
 
 Every body streams, asks for usage (``stream_options.include_usage``) and uses temperature 0;
 ``extras`` carries what an engine profile adds (switching thinking off, per-event usage).
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 CHAT_PATH = "/v1/chat/completions"
-COMPLETIONS_PATH = "/v1/completions"
 
 
 def chat_body(
@@ -34,21 +33,6 @@ def chat_body(
         body["tools"] = tools
     if stop:
         body["stop"] = list(stop)
-    return _finish(body, ignore_eos, extras)
-
-
-def completion_body(
-    model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = False, extras: dict | None = None
-) -> dict:
-    body = {
-        "model": model,
-        "prompt": prompt,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    extras = {k: v for k, v in (extras or {}).items() if k != "chat_template_kwargs"}
     return _finish(body, ignore_eos, extras)
 
 

@@ -44,15 +44,20 @@ class Record:
     # -- durations (time.perf_counter, seconds from sending) --
     ttfb_s: float | None = None  # response headers received
     ttft_s: float | None = None  # first event carrying content, reasoning or tool-call text
+    ttfo_s: float | None = None  # first answer (content or tool-call) event, after any reasoning
     e2e_s: float | None = None  # stream finished
     decode_s: float | None = None  # the closing (finish_reason) event - the first content event
     t_send: float | None = None  # perf_counter at send; comparable within one machine
     release_offset_s: float | None = None  # burst: send time minus the round's release instant
-    clock_offset_s: float | None = None  # burst on a worker: master clock minus this clock (ping/pong)
+    clock_offset_s: float | None = None  # on a worker: master clock minus this clock (ping/pong)
+    # -- where the wait went --
+    rtt_s: float | None = None  # the connection's least TCP round trip (tcpi_min_rtt; Linux)
+    slot_wait_s: float | None = None  # waiting for a slot: ttft_s - engine_prompt_ms - rtt_s (llama.cpp timings)
     # -- tokens (from the server's usage when it sends one) --
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, where given
     usage_source: str = ""  # usage | counted (no usage chunk: one token per content event assumed)
     content_events: int = 0
     bunched_events: int = 0  # content events read in the same chunk as the one before
@@ -66,6 +71,11 @@ class Record:
     gap_p50_s: float | None = None  # between consecutive content events
     gap_p95_s: float | None = None
     gap_max_s: float | None = None
+    # -- stalls: gaps longer than stall_threshold_s = max(3 x gap_p50_s, 0.1 s) --
+    stall_count: int | None = None
+    stall_s: float | None = None  # their total
+    stall_threshold_s: float | None = None
+    stalls: str = ""  # the 5 longest, in time order: start_s:stall_s (seconds from send), ';'-joined
     # -- how far the client's stamps can be trusted (kernel stamps only) --
     ttft_uncertainty_s: float | None = None  # how much later than its arrival the first token may be stamped
     read_lateness_max_s: float | None = None  # the longest a read's bytes waited in the kernel

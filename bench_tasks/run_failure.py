@@ -1,6 +1,6 @@
 """A run that failed: what was raised, where, during what, kept as ``failure.json`` and ``failure.txt``.
 
-The first failure of a run ends it (locustfiles/failure.py writes these two files into --llm-out);
+The first failure of a run ends it (locustfiles/failure.py writes these two files into --out);
 the command line prints it in one line and exits ``EXIT_CODE``; the report opens its warnings
 with it. ``where`` is the innermost frame of llm-bench's own code or of a user's locustfile (not of
 the standard library or a third-party package), so it points at the code to look at.

@@ -7,12 +7,17 @@ least); ``errors=0.01`` allows that share of failed requests (default 0: any fai
 
 A request meets the SLO when it succeeded and each of its figures the goals name is known and
 within its goal; goodput is the share of a step's requests that did. Each goal's percentile over a
-step's successful requests comes with its 90% confidence interval (``bench_tasks.intervals``: order
-statistics, equal-tailed, an end the requests cannot place at 90% left open). A step **meets** the
+step's successful requests comes with its 90% confidence interval, an end the requests cannot place
+left open: by default ``intervals.window_quantile_interval`` (batch means on the requests in the
+order they were asked: a step's requests are not independent, one busy period of the server delays
+several in a row, and the order-statistic interval would claim too much); ``independent=True``
+takes the order-statistic interval (``intervals.quantile_interval``) for samples that are. A step **meets** the
 SLO when every goal's interval lies within its limit and its failed share is within ``errors``;
 it **misses** when a goal's interval lies wholly beyond its limit (or a goal was not measured, or
 too many requests failed); otherwise it is **unsure**: the requests cannot tell yet. Asked for a
-final verdict, an unsure step is decided on its point estimates (``decided_on``). A step with any
+final verdict, an unsure step is decided on its point estimates (``decided_on``); so is one whose
+window, held to its limit, would still not tell (``shrink``: an interval narrows as the square root of
+its requests, which grow with the window's time; ``hopeless`` says so). A step with any
 request flagged ``client_saturated`` is not judged at all: the client measured itself, so its
 figures are withheld.
 
@@ -22,15 +27,18 @@ process judges with it while the search runs, and ``analysis`` with the same cod
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
-from bench_tasks.intervals import Interval, quantile_interval
+from bench_tasks.figures import number, succeeded
+from bench_tasks.intervals import BATCH_MEANS, Interval, quantile_interval, window_quantile_interval
 from bench_tasks.stream import quantile
 
 MEETS, MISSES, UNSURE, SATURATED = "meets", "misses", "unsure", "client_saturated"
 BY_INTERVAL, BY_POINT = "interval", "point estimate"  # what a verdict was decided on
 LEVEL = 0.90  # each goal's interval: two-sided, so each end is a one-sided 95% bound
+METHOD = BATCH_MEANS  # how a step's intervals are made (``independent=True``: ORDER_STATISTICS)
 # goal name -> (record column, at_most): durations must stay under their goal, rates above it
 GOAL_COLUMNS = {"ttft": ("ttft_s", True), "ttfb": ("ttfb_s", True), "e2e": ("e2e_s", True), "itl": ("itl_s", True),
                 "decode": ("decode_tps", False), "prompt": ("prompt_tps", False)}
@@ -139,22 +147,6 @@ def parse(text: str) -> Slo:
     return Slo(tuple(goals), errors, str(text))
 
 
-def number(value) -> float | None:
-    """A record's figure as a float, or None when it is missing (None, NaN, pandas' NA)."""
-    try:
-        result = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if result != result else result
-
-
-def succeeded(row: dict) -> bool:
-    try:
-        return bool(row.get("ok"))
-    except TypeError:  # pandas' NA: not known to have succeeded
-        return False
-
-
 def flagged(row: dict, flag: str) -> bool:
     flags = row.get("flags")
     return isinstance(flags, str) and flag in flags.split(";")
@@ -166,7 +158,32 @@ def meets(slo: Slo, row: dict) -> bool:
 
 
 def values(rows: list[dict], column: str) -> list[float]:
-    return sorted(v for v in (number(row.get(column)) for row in rows) if v is not None)
+    return sorted(in_order(rows, column))
+
+
+def in_order(rows: list[dict], column: str) -> list[float]:
+    """The known values of ``column`` in the rows' order."""
+    return [v for v in (number(row.get(column)) for row in rows) if v is not None]
+
+
+def in_time_order(rows: list[dict]) -> list[dict]:
+    """The rows in the order they were asked: by ``t_start`` when every row has one (unix seconds: the
+    one clock several machines share, good to milliseconds where a batch of a window lasts tens of
+    seconds; an order, never a duration), else by ``t_send`` (one process's clock), else as given."""
+    for column in ("t_start", "t_send"):
+        stamps = [number(row.get(column)) for row in rows]
+        if rows and all(stamp is not None and stamp > 0 for stamp in stamps):
+            return [row for _stamp, _i, row in sorted(zip(stamps, range(len(rows)), rows))]
+    return list(rows)
+
+
+def interval(values_in_order: list[float], q: float, level: float = LEVEL,
+             independent: bool = False) -> Interval | None:
+    """A goal's interval: batch means on the values in the order they were asked, or for independent
+    values the order statistics; an end the values cannot place is None."""
+    if independent:
+        return quantile_interval(values_in_order, q, level, open_ends=True)
+    return window_quantile_interval(values_in_order, q, level)
 
 
 def percentile(rows: list[dict], column: str, q: float) -> float | None:
@@ -174,7 +191,8 @@ def percentile(rows: list[dict], column: str, q: float) -> float | None:
     return quantile(known, q) if known else None
 
 
-def judge(slo: Slo, rows: list[dict], final: bool = False, level: float = LEVEL) -> dict:
+def judge(slo: Slo, rows: list[dict], final: bool = False, level: float = LEVEL, independent: bool = False,
+          shrink: float | None = None) -> dict:
     """A step's figures and verdict from its requests (warm-ups are left out).
 
     Keys: requests, ok, failed, client_saturated, ttft_p50_s, ttft_p95_s, per_user_decode_tps
@@ -183,27 +201,30 @@ def judge(slo: Slo, rows: list[dict], final: bool = False, level: float = LEVEL)
     or client_saturated), decided_on (``interval``, or ``point estimate`` for a final verdict on
     an unsure step; None when not judged), missed (why it missed, in words) and straddling (the
     goals whose interval holds their limit). ``final``: an unsure step is decided on its point
-    estimates. Figures of a saturated step are None: they are not to be reported.
+    estimates. Figures of a saturated step are None: they are not to be reported. ``independent``:
+    the requests are independent draws (order statistics, not batch means; see ``interval``).
+    ``shrink``: how much narrower each interval would be were the window held to its limit; when no
+    unsure goal's interval, so narrowed about its point estimate, would leave its limit, holding on
+    would not tell either: the step is decided on its point estimates now (``hopeless``).
     """
-    measured = [row for row in rows if row.get("scenario") != "warmup"]
+    measured = [row for row in in_time_order(rows) if row.get("scenario") != "warmup"]
     ok = [row for row in measured if succeeded(row)]
     counts = {"requests": len(measured), "ok": len(ok), "failed": len(measured) - len(ok),
               "client_saturated": sum(flagged(row, SATURATED) for row in measured)}
-    intervals = {goal: quantile_interval(values(ok, goal.column), goal.quantile, level, open_ends=True)
-                 for goal in slo.goals}
+    intervals = {goal: interval(in_order(ok, goal.column), goal.quantile, level, independent) for goal in slo.goals}
     figures = {"ttft_p50_s": percentile(ok, "ttft_s", 0.5), "ttft_p95_s": percentile(ok, "ttft_s", 0.95),
                "per_user_decode_tps": percentile(ok, "decode_tps", 0.5)}
-    for goal, interval in intervals.items():
+    for goal, found in intervals.items():
         figures.update({goal.figure: percentile(ok, goal.column, goal.quantile),
-                        goal.low: interval and interval.low, goal.high: interval and interval.high,
-                        goal.level: interval and interval.level})
+                        goal.low: found and found.low, goal.high: found and found.high,
+                        goal.level: found and found.level})
     figures["goodput_share"] = sum(meets(slo, row) for row in measured) / len(measured) if measured else None
     if counts["client_saturated"]:
-        return {**counts, **dict.fromkeys(figures), "outcome": SATURATED, "decided_on": None,
+        return {**counts, **dict.fromkeys(figures), "outcome": SATURATED, "decided_on": None, "hopeless": False,
                 "missed": [f"{counts['client_saturated']} of {len(measured)} requests ran while the client "
                            "was saturated"], "straddling": []}
-    verdicts = {goal: goal.verdict(interval) for goal, interval in intervals.items()}
-    texts = {goal: _goal_text(goal, figures[goal.figure], interval, level) for goal, interval in intervals.items()}
+    verdicts = {goal: goal.verdict(found) for goal, found in intervals.items()}
+    texts = {goal: _goal_text(goal, figures[goal.figure], found, level) for goal, found in intervals.items()}
     missed = [texts[goal] for goal, verdict in verdicts.items() if verdict == MISSES]
     failed_share = counts["failed"] / len(measured) if measured else None
     if failed_share is None:
@@ -212,14 +233,26 @@ def judge(slo: Slo, rows: list[dict], final: bool = False, level: float = LEVEL)
         missed.append(f"{counts['failed']} of {len(measured)} requests failed")
     unsure = [goal for goal, verdict in verdicts.items() if verdict == UNSURE]
     outcome, decided_on = (MISSES if missed else MEETS), BY_INTERVAL
+    hopeless = bool(unsure and not missed and not final and shrink is not None and not any(
+        _could_tell(goal, figures[goal.figure], intervals[goal], shrink) for goal in unsure))
     if unsure and not missed:  # nothing misses outright: the unsure goals decide
-        if final:
+        if final or hopeless:
             missed = [texts[goal] for goal in unsure if not goal.holds(figures[goal.figure])]
             outcome, decided_on = (MISSES if missed else MEETS), BY_POINT
         else:
             outcome, decided_on = UNSURE, None
     return {**counts, **figures, "outcome": outcome, "decided_on": decided_on, "missed": missed,
-            "straddling": [texts[goal] for goal in unsure]}
+            "straddling": [texts[goal] for goal in unsure], "hopeless": hopeless}
+
+
+def _could_tell(goal: Goal, point: float | None, found: Interval | None, shrink: float) -> bool:
+    """Whether ``goal``'s interval, ``shrink`` times as wide about its point estimate, would leave the limit
+    (the end toward the limit: the upper one of a p95 that holds, the lower one of one that does not). An
+    end the requests cannot place yet could go anywhere: it could."""
+    if point is None or found is None:
+        return True
+    end = found.high if goal.holds(point) == goal.at_most else found.low
+    return end is None or goal.holds(point + (end - point) * shrink) == goal.holds(point)
 
 
 def _goal_text(goal: Goal, value: float | None, interval: Interval | None, level: float) -> str:
@@ -244,32 +277,57 @@ def ci_text(interval: Interval | None, level: float = LEVEL) -> str:
 
 def verdict_line(slo: Slo, students: int, figures: dict, again: bool = False, up_to_s: float | None = None,
                  level: float = LEVEL) -> str:
-    """One line for the progress output: how the step went, each goal's figure with its interval
-    (``again``: a refused step will be run once more; ``up_to_s``: how long an unsure window may go on)."""
-    head = f"{students} students, {figures['requests']} requests"
+    """One line for the progress output, each goal's figure with the interval its verdict rests on:
+    ``24 students: TTFT p95 0.83 s (90% CI 0.71–0.97): meets`` (``again``: a refused step will be run
+    once more; ``up_to_s``: how long an unsure window may go on)."""
     if figures["outcome"] == SATURATED:
         then = "running the class once more" if again else "add workers (--processes or worker machines)"
-        return f"{head}, not judged: {figures['missed'][0]}; {then}"
-    shown = figures_text(slo, figures, level)
+        return f"{students} students, {figures['requests']} requests, not judged: {figures['missed'][0]}; {then}"
+    head = f"{students} students: {figures_text(slo, figures, level)}"
     if figures["outcome"] == UNSURE:
         longer = f"; the window goes on, up to {up_to_s:g} s" if up_to_s is not None else ""
-        return f"{head}: {shown}: can't tell yet, the interval straddles the goal{longer}"
-    how = ", decided on its point estimate: the interval still straddles the goal" \
-        if figures["decided_on"] == BY_POINT else ""
+        return f"{head}: can't tell yet, the interval straddles the goal{longer}"
+    how = ""
+    if figures["decided_on"] == BY_POINT:
+        how = (" on its point estimate (the interval straddles the goal, and would still at the window's limit)"
+               if figures.get("hopeless") else " on its point estimate (the interval still straddles the goal)")
     if figures["outcome"] == MEETS:
-        return f"{head}: {shown}: meets the SLO{how}"
-    return f"{head}: misses the SLO{how} ({'; '.join(figures['missed'])})"
+        return f"{head}: meets{how}"
+    return f"{head}: misses{how} ({'; '.join(_reasons(slo, figures))})"
+
+
+def _reasons(slo: Slo, figures: dict) -> list[str]:
+    """Why a step missed, short (its figures are on the line already): ``ttft_p95 > 1``, ``3 of 100 requests
+    failed``."""
+    broken = [goal for goal in slo.goals if figures[goal.figure] is not None and not goal.holds(figures[goal.figure])]
+    names = tuple(f"{goal.name} " for goal in slo.goals)
+    return ([f"{goal.name} {'>' if goal.at_most else '<'} {goal.limit:g}" for goal in broken]
+            + [text for text in figures["missed"] if not text.startswith(names)])
 
 
 def figures_text(slo: Slo, figures: dict, level: float = LEVEL) -> str:
-    """Each goal's figure with its interval: ``TTFT p95 0.834 s (90% CI 0.712–0.968)``."""
+    """Each goal's figure with its interval: ``TTFT p95 0.83 s (90% CI 0.71–0.97)``."""
     return "; ".join(_figure_text(goal, figures, level) for goal in slo.goals)
 
 
 def _figure_text(goal: Goal, figures: dict, level: float) -> str:
-    """``TTFT p95 0.834 s (90% CI 0.712–0.968)``."""
+    """``TTFT p95 0.83 s (90% CI 0.71–0.97)``: the figure to two significant digits and its interval's ends
+    to as many decimals, more where fewer would read as the limit when the value is not; an end the
+    requests cannot place is ``?``."""
     value = figures[goal.figure]
     if value is None:
         return f"{goal.label} not measured"
-    interval = Interval(figures[goal.low], figures[goal.high], figures[goal.level], "")
-    return f"{goal.label} {value:.3g} {goal.unit} ({ci_text(interval, level)})"
+    decimals = max(0, 1 - math.floor(math.log10(abs(value)))) if value else 2
+    if figures[goal.level] is None:
+        return f"{goal.label} {_near(value, decimals, goal)} {goal.unit} (no {level:.0%} CI)"
+    ends = "–".join("?" if end is None else _near(end, decimals, goal) for end in (figures[goal.low], figures[goal.high]))
+    return f"{goal.label} {_near(value, decimals, goal)} {goal.unit} ({level:.0%} CI {ends})"
+
+
+def _near(value: float, decimals: int, goal: Goal) -> str:
+    """``value`` to ``decimals``, or as many more (up to 5) as it takes not to read as the limit."""
+    for digits in range(decimals, decimals + 6):
+        text = f"{value:.{digits}f}"
+        if value == goal.limit or text != f"{goal.limit:.{digits}f}":
+            break
+    return text

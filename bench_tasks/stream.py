@@ -59,6 +59,22 @@ Definitions (docs/measurement.md#the-figures-of-a-request repeats them):
   the stamp is the last of theirs: about k of the stream's mean gaps between reads later.
   Unknown (None) without kernel stamps, where the read's own time stands in.
 - ``read_lateness_max_s``: the longest any read's newest bytes waited in the kernel.
+- ``ttfo_s``: send -> the first event carrying answer text (content or tool-call text), after any
+  reasoning; equal to ``ttft_s`` when the model did not reason, missing when the reasoning used up
+  ``max_tokens``. ``reasoning_tokens``: ``usage.completion_tokens_details.reasoning_tokens`` where
+  the server gives it, else missing.
+- ``slot_wait_s = ttft_s - engine_prompt_ms / 1000 - rtt_s``: from the send to the engine taking
+  the request into a slot, less the network: its queue, and whatever the server did with the
+  request before (reading, parsing). Where the engine times its prompt (llama.cpp's ``prompt_ms``
+  runs from the slot taking the request to its first token) and the kernel gives the connection's
+  round trip (``rtt_s``, set by the caller).
+- Stalls: the gaps between consecutive token events (the content events, and the closing event when
+  it carries the end-of-sequence token, as ``decode_s`` counts it) longer than
+  ``stall_threshold_s = max(STALL_FACTOR x gap_p50_s, STALL_FLOOR_S)``: long against the stream's
+  own rhythm and long enough to see. ``stall_count`` and ``stall_s`` count and sum them all;
+  ``stalls`` keeps the STALLS_KEPT longest, in time order, as ``start_s:stall_s`` pairs (start:
+  the event before the gap, seconds from send). Found once per request from the times the stream
+  already keeps: nothing per event.
 - ``bunched_events``: content events stamped the same as the content event before them, i.e. read
   in the same chunk. The caller gives all lines of one read one stamp. Above half of the gaps, the
   record is flagged ``bunched``: the events came in lumps, and their times are the delivery's. The
@@ -75,15 +91,18 @@ from collections.abc import Iterable
 import orjson
 from sseclient import SSEClient
 
+from bench_tasks.errors import EMPTY_ANSWER, MALFORMED_EVENT, NO_DONE, STREAM_ERROR
 from bench_tasks.record import Record, add_flag
 
-# Error classes a stream itself can produce (the transport adds its own: docs/reference.md#error-classes).
-MALFORMED_EVENT = "malformed_event"
-STREAM_ERROR = "stream_error"
-NO_DONE = "no_done"
-EMPTY_ANSWER = "empty_answer"
 BUNCHED_SHARE = 0.5  # of the gaps between content events, zero (same read) above this: flag `bunched`
 BOM = b"\xef\xbb\xbf"
+# A stall is a gap three times the stream's median gap: a decode step's own jitter, and the slowdown
+# of a batch growing from one stream to a dozen (the sim's 1.9x at 12), stay below it. And at least
+# 0.1 s, the limit below which a reader sees text as flowing (Nielsen's 0.1 s): a chat's 21-token
+# question read between two decode steps pauses the others ~10 ms, which nobody sees.
+STALL_FACTOR = 3.0
+STALL_FLOOR_S = 0.1
+STALLS_KEPT = 5
 
 
 class Recorder:
@@ -95,8 +114,10 @@ class Recorder:
         self.t_send = t_send
         self.known_first_event_tokens = first_event_tokens
         self.t_headers: float | None = None
+        self.rtt_s: float | None = None  # the connection's round trip, from the kernel (the caller's reading)
         self.t_end: float | None = None
         self.event_times: list[float] = []  # content events only
+        self.t_first_answer: float | None = None  # the first content or tool-call event after any reasoning
         self.bunched_events = 0  # content events read in the same chunk as the content event before
         self.first_event_usage: dict | None = None
         self.first_event_lateness: float | None = None  # of the read that brought the first content event
@@ -174,13 +195,18 @@ class Recorder:
             return self._fail(MALFORMED_EVENT, data[:200])
         if obj.get("error") is not None:
             return self._fail(STREAM_ERROR, json.dumps(obj["error"])[:300])
-        usage = obj.get("usage")
+        usage, choices = obj.get("usage"), obj.get("choices")
+        if (usage and not isinstance(usage, dict)) or (choices and not isinstance(choices, list)):
+            return self._fail(MALFORMED_EVENT, data[:200])
         if usage:
             self.usage = usage
         if not self.response_id and obj.get("id"):
             self.response_id = str(obj["id"])
-        for choice in obj.get("choices") or ():
-            self._on_choice(choice, usage, t)
+        try:  # free when nothing raises: the shapes are checked only when a server sends nonsense
+            for choice in choices or ():
+                self._on_choice(choice, usage, t)
+        except (AttributeError, TypeError):  # a choice, delta or tool call that is not an object
+            return self._fail(MALFORMED_EVENT, data[:200])
         if obj.get("timings"):
             self.timings = obj["timings"]
         return True
@@ -188,12 +214,17 @@ class Recorder:
     def _on_choice(self, choice: dict, usage: dict | None, t: float) -> None:
         delta = choice.get("delta")
         if delta is None:  # /v1/completions
-            text = choice.get("text")
+            answer = text = choice.get("text")
             tool_calls = None
         else:
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            answer = delta.get("content")
+            text = answer or delta.get("reasoning_content") or delta.get("reasoning")
             tool_calls = delta.get("tool_calls")
+        if text and not isinstance(text, str):
+            raise TypeError("text that is not a string")
         if text or (tool_calls and _has_tool_text(tool_calls)):
+            if self.t_first_answer is None and (answer or tool_calls):
+                self.t_first_answer = t
             if not self.event_times:
                 self.first_event_usage, self.first_event_lateness = usage, self._lateness
             elif t == self.event_times[-1]:  # one chunk, one stamp: the same read
@@ -246,12 +277,18 @@ class Recorder:
         record.content_events = len(self.event_times)
         record.bunched_events = self.bunched_events
         record.read_lateness_max_s = self.lateness_max
+        record.ttfo_s = _since(self.t_first_answer, self.t_send)
+        record.rtt_s = self.rtt_s
         self._fill_tokens(record)
         self._fill_engine_timings(record)
         if is_bunched(record.content_events, self.bunched_events, record.engine_draft_accepted_n or 0):
             add_flag(record, "bunched")
         if self.event_times:
             self._fill_rates(record)
+        if None not in (record.ttft_s, record.engine_prompt_ms, record.rtt_s):
+            # The engine read the prompt for prompt_ms; the request and its first token crossed the
+            # network once each way: the rest of the first token's wait was for a slot.
+            record.slot_wait_s = record.ttft_s - record.engine_prompt_ms / 1000 - record.rtt_s
         return record
 
     def _fill_tokens(self, record: Record) -> None:
@@ -262,6 +299,7 @@ class Recorder:
             record.completion_tokens = usage.get("completion_tokens")
             details = usage.get("prompt_tokens_details") or {}
             record.cached_tokens = details.get("cached_tokens")
+            record.reasoning_tokens = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
         else:
             # No usage chunk: count content events, one token each, and say so.
             record.usage_source = "counted"
@@ -301,11 +339,15 @@ class Recorder:
         if n_events < 2:
             record.ttft_uncertainty_s = self._ttft_uncertainty([])
             return
-        gaps = sorted(map(operator.sub, times[1:], times[:-1]))
+        in_order = list(map(operator.sub, times[1:], times[:-1]))
+        gaps = sorted(in_order)
         record.gap_p50_s = quantile(gaps, 0.5)
         record.gap_p95_s = quantile(gaps, 0.95)
         record.gap_max_s = gaps[-1]
         record.ttft_uncertainty_s = self._ttft_uncertainty(gaps)
+        if t_closed > times[-1]:  # the end-of-sequence token's step is a gap of the stream too
+            in_order.append(t_closed - times[-1])
+        _fill_stalls(record, times, in_order, self.t_send)
 
     def _ttft_uncertainty(self, sorted_gaps: list[float]) -> float | None:
         """How coarse the first token's stamp may be (see the module's definitions)."""
@@ -343,6 +385,28 @@ class Recorder:
         record.engine_cache_n = timings.get("cache_n")
         record.engine_draft_n = timings.get("draft_n")
         record.engine_draft_accepted_n = timings.get("draft_n_accepted")
+
+
+def _fill_stalls(record: Record, times: list[float], gaps: list[float], t_send: float) -> None:
+    """The gaps long against the stream's own rhythm (see the module's definitions); ``gaps[i]``
+    follows ``times[i]``."""
+    threshold = max(STALL_FACTOR * record.gap_p50_s, STALL_FLOOR_S)
+    long_ones = [(gap, i) for i, gap in enumerate(gaps) if gap > threshold]
+    record.stall_threshold_s = threshold
+    record.stall_count = len(long_ones)
+    record.stall_s = sum(gap for gap, _ in long_ones)
+    kept = sorted(sorted(long_ones, reverse=True)[:STALLS_KEPT], key=operator.itemgetter(1))
+    record.stalls = ";".join(f"{times[i] - t_send:.4f}:{gap:.4f}" for gap, i in kept)
+
+
+def parse_stalls(text: str) -> list[tuple[float, float]]:
+    """A record's ``stalls`` cell as (start_s, stall_s) pairs."""
+    pairs = []
+    for item in (text or "").split(";"):
+        if item:
+            start, length = item.split(":")
+            pairs.append((float(start), float(length)))
+    return pairs
 
 
 def is_bunched(content_events: int, bunched_events: int, draft_accepted: int = 0) -> bool:
