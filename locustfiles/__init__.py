@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 # What `locust -f` runs; the other modules are the glue these import.
-RUNNABLE = ("quick_suite", "chat", "prompt", "agent", "burst", "needle", "classroom", "capacity")
+RUNNABLE = ("quick_suite", "chat", "paste", "prompt", "agent", "burst", "needle", "classroom", "capacity")
 
 
 def path(name: str) -> Path:

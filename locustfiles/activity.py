@@ -72,7 +72,7 @@ def _run_starts(environment, **_kwargs) -> None:
     note()
     if isinstance(environment.runner, WorkerRunner) or (_alive is not None and not _alive.dead):
         return
-    _alive = gevent.spawn(_write_alive, Path(environment.parsed_options.llm_out) / PROGRESS_JSONL)
+    _alive = gevent.spawn(_write_alive, Path(environment.parsed_options.out) / PROGRESS_JSONL)
 
 
 @events.test_stop.add_listener

@@ -4,10 +4,11 @@
 """
 
 from bench_tasks import agent, prompt
-from locustfiles.coordination import SuiteShape, SuiteUser
+from locustfiles.job_user import JobUser
+from locustfiles.suite_shape import SuiteShape
 
 
-class AgentUser(SuiteUser):
+class AgentUser(JobUser):
     scenario = "agent"
 
     def run_job(self, job) -> None:

@@ -9,25 +9,27 @@ import time
 from bench_tasks import chat
 from bench_tasks.suite import BURST_TOKENS
 from locustfiles import messaging
-from locustfiles.coordination import SuiteShape, SuiteUser
+from locustfiles.job_user import JobUser
+from locustfiles.suite_shape import SuiteShape
 
 
-class BurstUser(SuiteUser):
+class BurstUser(JobUser):
     scenario = "burst"
 
     def run_job(self, job) -> None:
-        question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        record = self.job_record(job)
         release_at = messaging.to_local(self.environment, job.release_at)
 
         def judge(record, _recorder) -> None:
             record.release_offset_s = record.t_send - release_at
-            record.clock_offset_s = messaging.clock.offset_s
 
-        # A distinct prefix per burst size, user and round: N people ask N questions, none served from
-        # another's cache, nor from an earlier round's or burst's.
-        messages = chat.messages(question, f"{job.phase} user {job.index + 1}, round {job.round}")
-        self.stream_chat(record, messages, BURST_TOKENS, ignore_eos=True, judge=judge)
+        question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
+        self.stream_chat(self.job_record(job), chat.messages(question, self.asker(job)), BURST_TOKENS,
+                         ignore_eos=True, judge=judge)
+
+    def asker(self, job) -> str:
+        """A distinct prefix per burst size, user and round: N people ask N questions, none served from
+        another's cache, nor from an earlier round's or burst's."""
+        return f"{job.phase} user {job.index + 1}, round {job.round}"
 
 
 class BurstShape(SuiteShape):

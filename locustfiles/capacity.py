@@ -9,11 +9,11 @@ requests (bench_tasks.probe) are the suite's bursts and fresh prompts, and the c
 """
 
 from bench_tasks import classroom as lessons
-from bench_tasks import chat, probe
+from bench_tasks import probe
 from bench_tasks.prompt import fresh_marker
-from bench_tasks.suite import BURST_TOKENS
-from locustfiles import classroom, messaging, prompt
-from locustfiles.coordination import CapacityShape, SuiteUser
+from locustfiles import burst, classroom, messaging, prompt
+from locustfiles.capacity_shape import CapacityShape
+from locustfiles.job_user import JobUser
 
 
 class SearchedStudent(classroom.Student):
@@ -24,37 +24,24 @@ class SearchedStudent(classroom.Student):
         messaging.work(self.environment).done(job, self.user_id)
 
 
-class ProbeUser(SuiteUser):
+class ProbeUser(JobUser):
     """The probe's requests: a burst rung, the long fresh prompt, or a classroom first question."""
 
     scenario = probe.SCENARIO
 
     def run_job(self, job) -> None:
         if probe.kind(job.phase) == probe.BURST:
-            self.burst(job)
+            burst.BurstUser.run_job(self, job)
         elif job.phase == probe.PROMPT:
             prompt.PromptUser.run_job(self, job)
-        else:
-            self.first_question(job)
+        else:  # a fresh student's first question, answered as the class's are
+            student = lessons.Student(self.options.think_time, seed=job.index, name=f"student {fresh_marker()}")
+            self.stream_chat(self.job_record(job, turn=1), student.messages(), self.options.max_tokens,
+                             ignore_eos=self.options.ignore_eos)
 
-    def burst(self, job) -> None:
-        """As BurstUser's, with a fresh prefix: an earlier search's probe is in no cache."""
-        release_at = messaging.to_local(self.environment, job.release_at)
-
-        def judge(record, _recorder) -> None:
-            record.release_offset_s = record.t_send - release_at
-
-        question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        messages = chat.messages(question, f"{fresh_marker()} {job.phase} user {job.index + 1}")
-        self.stream_chat(self.job_record(job), messages, BURST_TOKENS, ignore_eos=True, judge=judge)
-
-    def first_question(self, job) -> None:
-        """A fresh student's first question, answered as the class's are."""
-        options = self.environment.parsed_options
-        student = lessons.Student(lessons.parse_think_time(options.think_time), seed=job.index,
-                                  name=f"student {fresh_marker()}")
-        self.stream_chat(self.job_record(job, turn=1), student.messages(), options.max_tokens,
-                         ignore_eos=options.ignore_eos)
+    def asker(self, job) -> str:
+        """A burst rung's prefix: fresh, as an earlier search's probe is in no cache."""
+        return f"{fresh_marker()} {job.phase} user {job.index + 1}"
 
 
 class Capacity(CapacityShape):

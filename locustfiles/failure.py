@@ -1,14 +1,14 @@
 """A failure ends the run: loudly, within seconds, with what was recorded kept.
 
 ``fail(environment, error, during)`` is the one way: the run's first failure writes
-``failure.json`` and ``failure.txt`` into --llm-out (bench_tasks/run_failure.py), logs one ERROR
+``failure.json`` and ``failure.txt`` into --out (bench_tasks/run_failure.py), logs one ERROR
 line naming the cause and the traceback's file, sets Locust's exit code to ``EXIT_CODE`` and stops
 the run (from a greenlet of its own; stopping writes requests.csv as a finished run does). Later
 failures of the same run are left to Locust's log. On a worker, the failure goes to the master,
 which ends the whole run with it.
 
 What calls it: Locust's ``user_error`` event (an exception in a user's on_start or task), the
-shape's guarded methods (coordination.py), the master's message handlers (messaging.py), and a
+shape's guarded methods (phased_shape.py), the master's message handlers (messaging.py), and a
 catch-all for what Locust catches and only logs: exceptions in event listeners (ours or a user's),
 in message handlers, in on_stop and in its greenlets (``Swallowed``, a logging handler on those
 lines), and in any greenlet of ours or of a user's locustfile (the gevent hub's error handler).
@@ -48,7 +48,7 @@ def fail(environment, error: BaseException, during: str, tb=None) -> None:
     _failure = run_failure.describe(error, during, tb)
     environment.process_exit_code = EXIT_CODE
     if isinstance(environment.runner, WorkerRunner):
-        logging.error("llm-bench: %s", run_failure.line(_failure, "the master's --llm-out"))
+        logging.error("llm-bench: %s", run_failure.line(_failure, "the master's --out"))
         logging.error("%s", _failure["text"])
         environment.runner.send_message(REPORT, _failure)
         return
@@ -93,7 +93,7 @@ def handled(message: str, handler):
 
 
 def _end(environment, failure: dict) -> None:
-    out = Path(environment.parsed_options.llm_out)
+    out = Path(environment.parsed_options.out)
     try:
         traceback_at = run_failure.write(out, failure)
     except OSError as exc:

@@ -11,15 +11,22 @@ Where reads carry no kernel stamp (macOS, TLS, an old kernel), a read is dated w
 the event loop's lag is what delays it: a greenlet wakes every ``interval_s`` and notes how late it
 woke; a request in flight while the lag passed ``TRUST_LIMIT_S`` is flagged. The process's CPU share
 is kept too, for the summary (client-HOST-PID.json): it says how busy the client was, not how wrong.
+Every process that sends requests watches itself while a run goes (the master sends none).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import deque
+from pathlib import Path
 
 import gevent
+from locust import events
+from locust.runners import MasterRunner
+
+from locustfiles.sink import sink
 
 TRUST_LIMIT_S = 0.040  # a first-token stamp this coarse, or a loop this late: selftest's TTFT error limit
 CPU_WINDOW_S = 0.5  # CPU share over a longer window than one sample: a short spike is not a trend
@@ -94,3 +101,20 @@ def _cpu_s() -> float:
 
 
 guard = Guard()
+
+
+@events.test_start.add_listener
+def _start(environment, **_kwargs) -> None:
+    if not isinstance(environment.runner, MasterRunner):  # the master sends no requests
+        guard.start()
+
+
+@events.test_stop.add_listener
+def _stop(environment, **_kwargs) -> None:
+    """Stop watching, and leave this process's own cost beside its records (client-HOST-PID.json)."""
+    if guard._greenlet is None:
+        return
+    guard.stop()
+    out = Path(environment.parsed_options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"client-{sink().client_host}-{os.getpid()}.json").write_text(json.dumps(guard.summary()))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from locust import events
 
+from bench_tasks import figures
 from bench_tasks.live_table import COLUMNS, LiveTable
 from bench_tasks.records_file import read_jsonl, write_csv
 from locustfiles.sink import sink
@@ -21,7 +22,7 @@ TAB_KEY = "llm"
 REPORT_HTML = "report.html"  # written by `llm-bench report` when a run ends (see the sink)
 TITLES = {"scenario": "Scenario", "phase": "Phase", "requests": "Requests", "errors": "Errors",
           "ttft_p50_s": "TTFT p50 (s)", "ttft_p95_s": "TTFT p95 (s)", "decode_tps_p50": "Decode tok/s p50",
-          "total_tps_now": "Total tok/s now (10 s)", "total_tps_phase": "Total tok/s (phase)"}
+          "total_tps_now": "Total tok/s now (10 s)", "total_tps": "Total tok/s (phase)"}
 table = LiveTable()
 
 
@@ -65,7 +66,7 @@ def _extend_web_ui(environment, **_kwargs) -> None:
 
         path = sink().out_dir / REPORT_HTML
         if not path.exists():
-            return "No report yet: it is written into --llm-out when a run ends.", 404
+            return "No report yet: it is written into --out when a run ends.", 404
         return send_file(path, mimetype="text/html")
 
 
@@ -75,11 +76,11 @@ def _reset(environment, **_kwargs) -> None:
 
 
 def _display(row: dict) -> dict:
-    """Rounded for the eye only; a missing figure shows as an en dash, never 0."""
+    """Rounded for the eye only; a missing figure shows as figures.MISSING, never 0."""
     shown = {}
     for key, value in row.items():
         if value is None:
-            shown[key] = "–"
+            shown[key] = figures.MISSING
         elif isinstance(value, float):
             shown[key] = round(value, 3 if key.endswith("_s") else 1)
         else:

@@ -106,8 +106,22 @@ def work(environment) -> LocalWork | RemoteWork:
     return _work
 
 
+def clock_offset_s(environment) -> float | None:
+    """On a worker whose pings came back: the master's clock minus this one (a record's t_send plus
+    it is on the master's clock, shared by every worker); None elsewhere (a local run has one clock)."""
+    if isinstance(environment.runner, WorkerRunner) and clock.rtt_s is not None:
+        return clock.offset_s
+    return None
+
+
 def to_local(environment, t_master: float) -> float:
     return t_master - clock.offset_s if isinstance(environment.runner, WorkerRunner) else t_master
+
+
+def clock_offset_s(environment) -> float | None:
+    """The master's clock minus this process's, on a worker (its records then share the master's clock);
+    None where the records come together."""
+    return clock.offset_s if isinstance(environment.runner, WorkerRunner) else None
 
 
 def user_id(user) -> str:

@@ -6,18 +6,19 @@
 from bench_tasks import haystack, prompt
 from bench_tasks.tokens import token_counter
 from locustfiles import activity
-from locustfiles.coordination import SuiteShape, SuiteUser
+from locustfiles.job_user import JobUser
+from locustfiles.suite_shape import SuiteShape
 
 ANSWER_TOKENS = 32
 
 
-class NeedleUser(SuiteUser):
+class NeedleUser(JobUser):
     scenario = "needle"
 
     def run_job(self, job) -> None:
         word, marker = haystack.code_word(job.index), prompt.fresh_marker()
         count = activity.noted(token_counter(self.environment.host, self.target.profile, self.target.model,
-                                             self.target.api_key, self.environment.parsed_options.read_timeout))
+                                             self.target.api_key, self.options.read_timeout))
         messages, _ = prompt.calibrate(
             lambda n: haystack.needle_messages(n, job.depth, word, seed=1000 + job.index, marker=marker),
             count, job.size)

@@ -7,20 +7,21 @@ from bench_tasks import prompt
 from bench_tasks.record import add_flag
 from bench_tasks.tokens import token_counter
 from locustfiles import activity
-from locustfiles.coordination import SuiteShape, SuiteUser
+from locustfiles.job_user import JobUser
+from locustfiles.suite_shape import SuiteShape
 
 # The figure is the first token; a short answer keeps the phase quick, and ignore_eos (where the
 # engine accepts it) keeps an answer that would end at once from leaving no first token to time.
 ANSWER_TOKENS = 16
 
 
-class PromptUser(SuiteUser):
+class PromptUser(JobUser):
     scenario = "prompt"
 
     def run_job(self, job) -> None:
         marker = prompt.fresh_marker()
         count = activity.noted(token_counter(self.environment.host, self.target.profile, self.target.model,
-                                             self.target.api_key, self.environment.parsed_options.read_timeout))
+                                             self.target.api_key, self.options.read_timeout))
         messages, _ = prompt.calibrate(lambda n: prompt.fresh_prompt(marker, n, seed=job.index), count, job.size)
         self.stream_chat(self.job_record(job, prompt_size=job.size), messages, ANSWER_TOKENS, ignore_eos=True,
                          judge=flag_cache_hit)

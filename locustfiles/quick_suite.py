@@ -7,12 +7,13 @@
 from bench_tasks import chat
 from locustfiles.agent import AgentUser
 from locustfiles.burst import BurstUser
-from locustfiles.coordination import SuiteShape, SuiteUser
+from locustfiles.job_user import JobUser
+from locustfiles.suite_shape import SuiteShape
 from locustfiles.needle import NeedleUser
 from locustfiles.prompt import PromptUser
 
 
-class ChatQuestionUser(SuiteUser):
+class ChatQuestionUser(JobUser):
     """Three short questions, one at a time (the suite's chat phase)."""
 
     scenario = "chat"

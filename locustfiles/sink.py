@@ -1,6 +1,6 @@
 """Where finished records go: a local JSONL file at once, and the master in distributed runs.
 
-- Local runner: ``records.jsonl`` in --llm-out; ``requests.csv`` written from it when a test stops.
+- Local runner: ``records.jsonl`` in --out; ``requests.csv`` written from it when a test stops.
 - Worker: its own ``worker-HOST-PID.jsonl`` as it goes (kept if the master is lost), and the
   records since the last report ride along with Locust's stats report to the master.
 - Master: every record received from workers is appended to ``records.jsonl`` as it arrives,
@@ -29,20 +29,21 @@ REPORT_KEY = "llm_records"
 class RecordsSink:
     def __init__(self, environment) -> None:
         self.environment = environment
-        self.out_dir = Path(environment.parsed_options.llm_out)
+        self.out_dir = Path(environment.parsed_options.out)
         self.is_worker = isinstance(environment.runner, WorkerRunner)
         self.is_master = isinstance(environment.runner, MasterRunner)
         self.client_host = environment.parsed_options.client_host or socket.gethostname()
         self._writer: JsonlWriter | None = None
         self._pending: list[dict] = []  # worker: not yet reported to the master
         self.count = 0
-        self._fresh = False  # start_new_run has cleared --llm-out and no record has come since
+        self.rows_written = 0  # in requests.csv when it was last written
+        self._fresh = False  # start_new_run has cleared --out and no record has come since
         self.listeners: list = []  # called with each row where the run's records come together
 
     def writer(self) -> JsonlWriter:
-        # Opened on first use: a worker learns --llm-out only when the run starts.
+        # Opened on first use: a worker learns --out only when the run starts.
         if self._writer is None:
-            self.out_dir = Path(self.environment.parsed_options.llm_out).resolve()
+            self.out_dir = Path(self.environment.parsed_options.out).resolve()
             name = f"worker-{self.client_host}-{os.getpid()}.jsonl" if self.is_worker else RECORDS_JSONL
             self._writer = JsonlWriter(self.out_dir / name)
         return self._writer
@@ -59,7 +60,7 @@ class RecordsSink:
                 listener(row)
 
     def start_new_run(self) -> None:
-        """A run begins: an earlier run's files in --llm-out (an earlier run of this web UI, or of
+        """A run begins: an earlier run's files in --out (an earlier run of this web UI, or of
         another process) move to ``earlier-runs/N``, so this run's records and report are its own.
         Called more than once as a run starts; only the first call before a record counts."""
         if self.is_worker or self._fresh:
@@ -67,7 +68,7 @@ class RecordsSink:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        self.out_dir = Path(self.environment.parsed_options.llm_out).resolve()
+        self.out_dir = Path(self.environment.parsed_options.out).resolve()
         archive_run(self.out_dir)  # an earlier run's failure.json too: this run has not failed
         failure.forget()
         self._fresh = True
@@ -82,6 +83,7 @@ class RecordsSink:
         rows, _bad = read_jsonl(self._writer.path)
         path = self._writer.path.parent / REQUESTS_CSV
         write_csv(rows, path)
+        self.rows_written = len(rows)
         return path
 
 
@@ -114,6 +116,7 @@ def _receive(client_id, data) -> None:
 
 @events.test_start.add_listener
 def _new_run(environment, **_kwargs) -> None:
+    _reported.clear()  # a new run's records are reported even when they are as many as the last run's
     if _sink is not None:
         _sink.start_new_run()
 
@@ -125,7 +128,7 @@ def _write_csv_on_stop(environment, **_kwargs) -> None:
         written = _sink.write_requests_csv()
         options = environment.parsed_options
         if written is not None and options is not None and not options.no_llm_report:
-            _reports.append(gevent.spawn(_write_report, _sink.out_dir))
+            _queue_report(_sink.out_dir, _sink.rows_written)
 
 
 @events.quitting.add_listener
@@ -136,7 +139,24 @@ def _write_csv_on_quit(environment, **_kwargs) -> None:
 
 
 _reports: list = []
+_reported: dict[Path, int] = {}  # run directory -> how many records its last report was asked for
 REPORT_TIMEOUT_S = 300
+
+
+def _queue_report(out_dir: Path, rows: int) -> None:
+    """A report after the ones already on their way (two would write the same files at once), and none
+    for records already reported: a failed run stops twice (the failure, then the quit) with the same
+    records."""
+    if _reported.get(out_dir) == rows:
+        return
+    _reported[out_dir] = rows
+    before = list(_reports)
+
+    def after_the_others() -> None:
+        gevent.joinall(before, timeout=REPORT_TIMEOUT_S)
+        _write_report(out_dir)
+
+    _reports.append(gevent.spawn(after_the_others))
 
 
 def _write_report(out_dir: Path) -> None:

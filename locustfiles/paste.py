@@ -1,0 +1,90 @@
+"""One person pastes long documents while the others chat: do the streaming answers pause, and why?
+
+    locust -f locustfiles/paste.py --host URL -u 5 --paste-size 4k    # 4 chatting, 1 pasting (fixed_count)
+
+The chatting users ask fresh questions back to back; the pasting user sends fresh prompts of
+--paste-size tokens back to back (phase ``paste-4k``), each once an answer is streaming. After
+--requests pastes (without it: until stopped) the chats finish their answers and, in a local run, the
+run ends. The report's stalls table names, for each pause of a chat's stream, the paste it read.
+"""
+
+import time
+from itertools import count
+
+import gevent
+from locust import constant, events, task
+from locust.exception import StopUser
+from locust.runners import LocalRunner
+
+from bench_tasks import chat, paste, prompt
+from bench_tasks.tokens import token_counter
+from locustfiles import activity
+from locustfiles.llm_user import LLMUser
+from locustfiles.prompt import flag_cache_hit
+
+_chats = paste.Chats()  # this process's chat answers in flight
+_asked, _pasted = count(), count()
+
+
+@events.test_start.add_listener
+def _afresh(**_kwargs) -> None:
+    """A new run (the web UI's start again) pastes and asks from the beginning."""
+    global _chats, _asked, _pasted
+    _chats, _asked, _pasted = paste.Chats(), count(), count()
+
+
+class PasteChatUser(LLMUser):
+    scenario = paste.SCENARIO
+    wait_time = constant(0)
+    last_ttft_s = None
+
+    @task
+    def ask(self) -> None:
+        if _chats.closing:
+            raise StopUser()
+        n = next(_asked)
+        question = chat.QUESTIONS[n % len(chat.QUESTIONS)]
+        record = self.new_record(paste.SCENARIO, paste.CHAT_PHASE, round=n // len(chat.QUESTIONS) + 1,
+                                 concurrency=self.environment.runner.user_count)
+        _chats.asked(self, time.perf_counter(), self.last_ttft_s)
+        try:
+            self.stream_chat(record, chat.messages(question, prompt.fresh_marker()), self.options.max_tokens,
+                             ignore_eos=self.options.ignore_eos)
+        finally:
+            _chats.answered(self)
+        self.last_ttft_s = record.ttft_s
+
+
+class PasteUser(LLMUser):
+    fixed_count = 1  # one pasting user, whatever -u says; the others chat
+    scenario = paste.SCENARIO
+    wait_time = constant(0)
+
+    @task
+    def paste(self) -> None:
+        n, size = next(_pasted), self.options.paste_size
+        if self.options.requests and n >= self.options.requests:
+            self.close()
+        count_tokens = activity.noted(token_counter(self.environment.host, self.target.profile, self.target.model,
+                                                    self.target.api_key, self.options.read_timeout))
+        marker = prompt.fresh_marker()
+        messages, _ = prompt.calibrate(lambda words: prompt.fresh_prompt(marker, words, seed=n), count_tokens, size)
+        self.wait_for_a_streaming_answer()
+        record = self.new_record(paste.SCENARIO, paste.paste_phase(size), round=n + 1, prompt_size=size)
+        self.stream_chat(record, messages, paste.ANSWER_TOKENS, ignore_eos=True, judge=flag_cache_hit)
+
+    def wait_for_a_streaming_answer(self) -> None:
+        """Until a chat answer of this process streams (at most paste.WAIT_FOR_STREAMING_S: a worker without
+        chatting users, or answers too short to catch, gets its pastes anyway)."""
+        deadline = time.perf_counter() + paste.WAIT_FOR_STREAMING_S
+        while not _chats.streaming(time.perf_counter()) and time.perf_counter() < deadline:
+            gevent.sleep(0.01)
+
+    def close(self) -> None:
+        """The pastes are done: the chats finish their answers, then a local run ends."""
+        _chats.closing = True
+        while _chats.in_flight:
+            gevent.sleep(0.05)
+        if isinstance(self.environment.runner, LocalRunner):
+            gevent.spawn(self.environment.runner.quit)  # from another greenlet: quitting kills this one
+        raise StopUser()

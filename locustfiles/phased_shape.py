@@ -1,0 +1,153 @@
+"""Phases inside Locust: a LoadTestShape that follows a coordinator.
+
+The shape runs where the coordinator lives (the local runner, or the master) and asks, every tick,
+for as many users of the current phase's class as the phase needs. Users pull jobs (job_user.py).
+When the coordinator is done the shape ramps to zero, waits past a worker report interval so every
+record reaches the master, and ends the run. Two coordinators drive it: the quick suite's plan
+(suite_shape.py) and the capacity search (capacity_shape.py).
+
+An exception in a shape's ``tick``, ``coordinate`` or ``reset_time`` (a subclass's too) fails the
+run (failure.py) instead of silently killing Locust's shape greenlet; and every tick the shape
+checks that the run still moves (activity.py): still for longer than bench_tasks.stall's limit,
+the run fails, saying what it was waiting for. A worker that is lost has its jobs closed
+(messaging.Ledger) and is named in ``lost-workers.jsonl``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from locust import LoadTestShape
+from locust.runners import MasterRunner
+
+from bench_tasks import stall
+from bench_tasks.progress_log import ProgressLog
+from bench_tasks.records_file import LOST_WORKERS_JSONL, JsonlWriter
+from locustfiles import activity, failure, messaging, options
+from locustfiles.sink import sink
+
+# Locust workers report every 3 s (docs/locust.md#worker-report-interval): wait longer before stopping.
+REPORT_WAIT_S = 3.5
+GUARDED = ("tick", "coordinate", "reset_time")
+
+
+class Stalled(Exception):
+    """The run has not moved for longer than bench_tasks.stall's limit."""
+
+
+class PhasedShape(LoadTestShape):
+    """Subclasses set ``users`` (scenario -> User class) and build their coordinator in ``coordinate``."""
+
+    abstract = True
+    users: dict[str, type] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in GUARDED:
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "guarded", False):
+                setattr(cls, name, failure.guarded(name)(method))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.coordinator = None  # this run's (None until the run starts, or when coordinate failed)
+        self.progress: ProgressLog | None = None  # this run's progress.jsonl, set by coordinate
+        self.stopped = False  # the run stopped: a start again (web UI) begins a new one
+        self.finished_at: float | None = None
+        self._running_class: type | None = None
+        self._last_tick: tuple | None = None
+        self._listening = False
+
+    @failure.guarded("reset_time")
+    def reset_time(self) -> None:
+        # Locust calls this twice when a run starts (start_shape, then start): one coordinator per run.
+        super().reset_time()
+        if self.coordinator is not None and not self.coordinator.finished and not self.stopped:
+            return
+        environment = self.runner.environment
+        if not self._listening:
+            self._listening = True
+            self.listen(environment)
+        self.finished_at, self.stopped, self._running_class, self._last_tick = None, False, None, None
+        sink().start_new_run()  # before this run's first file is opened (test_start comes later)
+        activity.note()
+        self.coordinator = self.coordinate(environment, Path(environment.parsed_options.out))
+        if self.coordinator is not None:  # else coordinate failed, and so did the run
+            messaging.serve(environment, self.coordinator)
+
+    def listen(self, environment) -> None:
+        """Once, before the first run: the events the shape follows."""
+        environment.events.test_stop.add_listener(self._on_test_stop)
+
+    def coordinate(self, environment, out: Path):
+        """This run's coordinator (it sets ``self.progress``, the run's ProgressLog)."""
+        raise NotImplementedError
+
+    def idle_s(self) -> float:
+        """Seconds the workload is silent by design (a student thinking): added to the stall limit."""
+        return 0.0
+
+    def _on_test_stop(self, **_kwargs) -> None:
+        self.stopped = True
+
+    @failure.guarded("tick")
+    def tick(self):
+        if failure.failed():
+            return self.runner.shape_last_tick or (0, 1)  # the failure is stopping the run: change nothing
+        if self.coordinator is None:
+            self.reset_time()
+        coordinator = self.coordinator
+        self._close_lost_workers()
+        phase = coordinator.phase
+        if phase is not None:
+            self._check_progress(coordinator)
+        if phase is not None and not coordinator.accepting:
+            # The engine's counters are being read between phases: nobody new may start (a warm-up
+            # would land in the wrong phase's window); the last phase's users idle meanwhile.
+            return self._last_tick or (0, 100, None)
+        if phase is not None:
+            user_class = self.users[phase.scenario]
+            if user_class is not self._running_class:
+                # Locust keeps users of a dropped class while the count stays the same, so a new
+                # class starts from zero users.
+                if self.get_current_user_count() > 0:
+                    return 0, 100, None
+                self._running_class = user_class
+            # A changed spawn rate makes Locust dispatch again, replacing a dead worker's users.
+            self._last_tick = (phase.users, phase.users + 0.001 * len(messaging.ledger.lost_workers), [user_class])
+            return self._last_tick
+        if self.finished_at is None:
+            self.finished_at = time.perf_counter()
+            self.progress.end()
+        wait_s = REPORT_WAIT_S if isinstance(self.runner, MasterRunner) else 0.0
+        if time.perf_counter() - self.finished_at < wait_s:
+            return 0, 100, None
+        return None
+
+    def _check_progress(self, coordinator) -> None:
+        read_timeout_s = options.of(self.runner.environment).read_timeout
+        limit_s = stall.limit_s(read_timeout_s, self.idle_s())
+        quiet_s = activity.quiet_s()
+        if quiet_s <= limit_s:
+            return
+        try:
+            raise Stalled(f"no progress for {quiet_s:.0f} s ({stall.explained(read_timeout_s, self.idle_s())}): "
+                          f"{coordinator.waiting_on()}")
+        except Stalled as exc:
+            failure.fail(self.runner.environment, exc, f"the stall watchdog of {type(self).__name__}")
+
+    def _close_lost_workers(self) -> None:
+        if not isinstance(self.runner, MasterRunner):
+            return
+        for worker in self.runner.clients.missing:
+            if worker.id in messaging.ledger.lost_workers:
+                continue
+            event = messaging.ledger.lose(worker.id, self.coordinator)
+            logging.warning("llm-bench: worker %s (client host %s) was lost during %s; closed %d in-flight job(s)",
+                            worker.id, event["client_host"] or "unknown", event["phase"] or "the end",
+                            event["in_flight_jobs"])
+            writer = JsonlWriter(Path(self.runner.environment.parsed_options.out) / LOST_WORKERS_JSONL)
+            writer.write(event)
+            writer.close()
