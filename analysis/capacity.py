@@ -18,6 +18,7 @@ from analysis.records import measured
 from analysis.spread import long_frame, long_rows, single
 from bench_tasks import slo as slos
 from bench_tasks.capacity import SCENARIO, conclude
+from bench_tasks.figures import MISSING, shown
 
 WINDOW = re.compile(r"class-(\d+)(?:-\d+)?")  # class-N, or class-N-2: the class again after a refused window
 STEP_COLUMNS = ["phase", "students", "step", "requests", "ok", "failed", "client_saturated", "ttft_p50_s",
@@ -55,14 +56,25 @@ def result(steps: pd.DataFrame) -> tuple[int, int | None, str]:
     return conclude(dict(zip(steps["students"].astype(int), steps["outcome"])))
 
 
-def capacity_table(steps: pd.DataFrame) -> pd.DataFrame:
-    """The steps in long form (table ``capacity``): one value per figure (see ``_n`` for its n)."""
+def capacity_table(steps: pd.DataFrame, slo: slos.Slo | None = None) -> pd.DataFrame:
+    """The steps in long form (table ``capacity``): one value per figure (see ``_n`` for its n); each goal's
+    figure with the interval its verdict was decided on (``slo.METHOD``; an end it could not place empty)."""
     metrics = [c for c in steps.columns if c not in TEXT_COLUMNS]
     rows = []
     for step in steps.to_dict("records"):
         figures = {m: single(slos.number(step[m]), _n(step, m)) for m in metrics}
+        for goal in slo.goals if slo is not None else ():
+            level = slos.number(step[goal.level])
+            if level is not None and slos.number(step[goal.figure]) is not None:
+                figures[goal.figure] |= {"ci_low": _or_nan(step[goal.low]), "ci_high": _or_nan(step[goal.high]),
+                                         "ci_level": level, "ci_method": slos.METHOD}
         rows += long_rows("capacity", step["phase"], figures)
     return long_frame(rows)
+
+
+def _or_nan(value) -> float:
+    number = slos.number(value)
+    return float("nan") if number is None else number
 
 
 def _n(step: dict, metric: str) -> int:
@@ -88,7 +100,7 @@ def tables(records: pd.DataFrame, slo: slos.Slo | None) -> pd.DataFrame:
     judged = steps(records, slo) if slo is not None else pd.DataFrame()
     if judged.empty:
         return long_frame([])
-    return pd.concat([capacity_table(judged), result_table(judged)], ignore_index=True)
+    return pd.concat([capacity_table(judged, slo), result_table(judged)], ignore_index=True)
 
 
 def conclusion(steps: pd.DataFrame, slo: slos.Slo) -> str:
@@ -115,7 +127,7 @@ def conclusion(steps: pd.DataFrame, slo: slos.Slo) -> str:
 
 
 def _deciding_figures(steps: pd.DataFrame, slo: slos.Slo, students: int) -> str:
-    """``, TTFT p95 0.834 s (90% CI 0.712–0.968)``: the goals' figures of the class the capacity rests on
+    """``, TTFT p95 0.83 s (90% CI 0.71–0.97)``: the goals' figures of the class the capacity rests on
     (its last window), as its verdict line gave them; empty when no class met the SLO."""
     windows = steps[(steps["students"] == students) & (steps["outcome"] == slos.MEETS)]
     if windows.empty:
@@ -132,10 +144,10 @@ def _on_point_estimates(steps: pd.DataFrame, classes: list[int]) -> str:
     level = f"{slos.LEVEL:.0%}"
     if len(named) == 1:
         return (f" The verdict on {named[0]} students was decided on its point estimate: its {level} interval "
-                "still straddled the goal at --max-step-s.")
+                "still straddled the goal at --max-step-s, or would have.")
     if named:
         return (f" The verdicts on {named[0]} and {named[1]} students were decided on their point estimates: "
-                f"their {level} intervals still straddled the goal at --max-step-s.")
+                f"their {level} intervals still straddled the goal at --max-step-s, or would have.")
     return ""
 
 
@@ -149,11 +161,11 @@ def format_steps(steps: pd.DataFrame, slo: slos.Slo) -> str:
               *[(name, max(15, len(name) + 1)) for _g, name, _digits in intervals], ("goodput", 8)]
     lines = ["".join(f"{name:>{width}}" for name, width in header) + "  verdict"]
     for step in steps.to_dict("records"):
-        cells = [str(step["students"]), str(step["requests"]), str(step["failed"]), _cell(step["ttft_p50_s"], 3),
-                 _cell(step["ttft_p95_s"], 3), _cell(step["per_user_decode_tps"], 1),
-                 *[_cell(step[g.figure], 3 if g.at_most else 1) for g in goals],
-                 *[_interval_cell(step, g, digits) for g, _name, digits in intervals],
-                 "-" if slos.number(step["goodput_share"]) is None else f"{step['goodput_share']:.0%}"]
+        cells = [str(step["students"]), str(step["requests"]), str(step["failed"]), shown(step["ttft_p50_s"], 3),
+                 shown(step["ttft_p95_s"], 3), shown(step["per_user_decode_tps"], 1),
+                 *[shown(step[g.figure], 3 if g.at_most else 1) for g in goals],
+                 *[_interval_shown(step, g, digits) for g, _name, digits in intervals],
+                 MISSING if slos.number(step["goodput_share"]) is None else f"{step['goodput_share']:.0%}"]
         lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)) + "  " + _verdict(step))
     return "\n".join(lines)
 
@@ -164,14 +176,11 @@ def _verdict(step: dict) -> str:
             slos.UNSURE: "can't tell", slos.SATURATED: "not judged: the client was saturated"}[step["outcome"]]
 
 
-def _interval_cell(step: dict, goal: slos.Goal, digits: int) -> str:
-    """``0.712–0.968``; an end the window's requests cannot place is ``?``; ``-`` when not measured."""
+def _interval_shown(step: dict, goal: slos.Goal, digits: int) -> str:
+    """``0.712–0.968``; an end the window's requests cannot place is ``?``; MISSING when not measured."""
     if slos.number(step[goal.figure]) is None:
-        return "-"
+        return MISSING
     ends = [slos.number(step[goal.low]), slos.number(step[goal.high])]
-    return "–".join("?" if end is None else f"{end:.{digits}f}" for end in ends)
+    return "–".join("?" if end is None else shown(end, digits) for end in ends)
 
 
-def _cell(value, digits: int) -> str:
-    number = slos.number(value)
-    return "-" if number is None else f"{number:.{digits}f}"

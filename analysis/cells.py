@@ -1,40 +1,41 @@
 """Long-form figures laid out for reading: one line per table row (and setup), one column per metric.
 
-A cell reads ``median (min–max)`` when the figure spreads over several values, the value alone
-when it is one value (a count, a share, a single run), and "–" when it is missing. A column ``n``
-gives the largest n of the line; a cell whose own n is smaller says ``n=k``.
+A cell reads ``median (75% CI low–high)`` when the figure has a confidence interval (a median over
+runs, a percentile, a share: ``spread``), its level the coverage it reached (an end the values
+cannot place is "?"), the value alone when it has none (a count, one value), and ``MISSING`` when it
+is missing. A column ``n`` gives the largest n of the line; a cell whose own n is smaller says
+``n=k``. The min–max ranges stay in summary.csv.
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-MISSING = "–"
+from bench_tasks import figures
+from bench_tasks.figures import MISSING
+
+DIGITS = (("_ms", 1), ("_s", 3), ("_tps", 1))  # a metric's unit, as its name ends, and the decimals it shows
+OPEN = "?"  # an interval's end the values cannot place (a capacity step's p95 from fewer than 87 requests)
 
 
 def number(value: float, metric: str) -> str:
     """A value in the unit its metric name says."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if figures.number(value) is None:
         return MISSING
     if metric.endswith("_share"):
         return f"{value * 100:.0f}%"
     if metric.endswith("_pct"):
         return f"{0.0 if abs(value) < 0.05 else value:+.1f}%"  # no "-0.0%"
-    if metric.endswith("_ms"):
-        return f"{value:.1f}"
-    if metric.endswith("_s"):
-        return f"{value:.3f}"
-    if metric.endswith("_tps"):
-        return f"{value:.1f}"
-    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+    digits = next((digits for end, digits in DIGITS if metric.endswith(end)), 0 if float(value).is_integer() else 1)
+    return figures.shown(value, digits)
 
 
 def cell(figure: dict, metric: str, line_n: int) -> str:
     text = number(figure["median"], metric)
-    if text != MISSING and pd.notna(figure["min"]) and figure["n"] > 1:
-        text += f" ({number(figure['min'], metric)}–{number(figure['max'], metric)})"
+    if text != MISSING and figures.number(figure.get("ci_level")) is not None:
+        ends = "–".join(OPEN if figures.number(figure[end]) is None else number(figure[end], metric)
+                        for end in ("ci_low", "ci_high"))
+        text += f" ({figure['ci_level']:.0%} CI {ends})"
     if 0 < figure["n"] < line_n:
         text += f" n={figure['n']}"
     return text

@@ -2,13 +2,13 @@
 
 A block is a tuple: ("title", text), ("heading", text), ("subheading", text), ("text", text),
 ("list", [items]), ("table", cells frame), ("headline", cells frame, details frame) (a headline
-table: the details are the ranges, one click away in the HTML), ("chart", file name, Vega-Lite
-spec, png bytes). Both renderings come from the same blocks, so the Markdown and the HTML always
+table: the details are the intervals and ranges, one click or a hover away in the HTML), ("chart",
+file name, Vega-Lite spec, png bytes). Both renderings come from the same blocks, so the Markdown and the HTML always
 say the same thing.
 
 Every report reads in one order: the legend of the setups' keys, the study's three tables, the
 result in words (several setups), warnings, charts, then the details: each run's header and
-every table with its ranges.
+every table with its intervals.
 """
 
 from __future__ import annotations
@@ -21,16 +21,22 @@ import pandas as pd
 from analysis import charts, headline
 from analysis.cells import display
 from analysis.summary import TABLE_TITLES
+from bench_tasks.figures import MISSING
 
 HEADLINE_NOTE = ("Each cell is the median over runs (bursts: over rounds; the slowest first token is a round's "
-                 "p95). The min–max ranges are one click away on each cell of the HTML, and in the tables under "
+                 "p95). Its confidence interval, at the level it reached (order statistics: at 3 runs the min–max, "
+                 "75%; 94% from 5 runs; needles found: Clopper-Pearson, 90% or more), and the min–max range are one "
+                 "click (or a hover) away on each cell of the HTML, and the intervals are in the tables under "
                  "Details; – is a figure that was not measured.")
+WINNERS_NOTE = ("A setup is named only where every setup's interval reaches 90% and the named one's lies wholly "
+                "on the better side of every other's; with fewer runs than that takes, or overlapping intervals, "
+                "the line says it can't tell.")
 
 
 def header_items(facts: dict) -> list[str]:
-    return [f"setup: {facts['setup'] or '–'}", f"model: {facts['model'] or '–'}",
-            f"engine: {facts['engine'] or '–'}", f"server: {facts['server'] or '–'}",
-            f"client hosts: {facts['client_hosts'] or '–'}", f"when: {facts['when'] or '–'}",
+    return [f"setup: {facts['setup'] or MISSING}", f"model: {facts['model'] or MISSING}",
+            f"engine: {facts['engine'] or MISSING}", f"server: {facts['server'] or MISSING}",
+            f"client hosts: {facts['client_hosts'] or MISSING}", f"when: {facts['when'] or MISSING}",
             f"requests: {facts['requests_ok']} ok, {facts['requests_failed']} failed (warm-ups not counted)"]
 
 
@@ -82,6 +88,14 @@ def capacity_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, st
     return [("heading", "Capacity"), ("list", sentences), ("table", display(steps, keys))]
 
 
+def stall_blocks(sentence: str, longest: pd.DataFrame) -> list[tuple]:
+    """The longest stalls of the answers' streams and what was being read when they happened."""
+    if not sentence:
+        return []
+    return [("heading", "Stalls: why did an answer pause?"), ("text", sentence),
+            *([("table", longest)] if len(longest) else [])]
+
+
 def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
     if not pictures:
         return []
@@ -91,18 +105,19 @@ def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
 def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
                    warnings: list[str], problems: list[str], long: pd.DataFrame,
                    pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = (),
-                   failure: dict | None = None, lost: list[str] = ()) -> list[tuple]:
+                   failure: dict | None = None, lost: list[str] = (), stalls: list[tuple] = ()) -> list[tuple]:
+    """``stalls``: stall_blocks' blocks (none when the records have no stall figures)."""
     incomplete = [] if facts["complete"] else ["this directory"]
     failed = [failure_sentence(failure)] if failure else []
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
-            *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long),
+            *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long), *stalls,
             *warning_blocks(incomplete, warnings, problems, failed, lost),
             *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
             ("list", header_items(facts)), *table_blocks(long)]
 
 
 def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd.DataFrame,
-                   keys: dict[str, str], verdicts: list[str], warnings: list[str], problems: list[str],
+                   keys: dict[str, str], winners: list[str], warnings: list[str], problems: list[str],
                    long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
                    capacity: list[str] = (), failures: dict[str, dict] | None = None,
                    lost: list[str] = ()) -> list[tuple]:
@@ -111,10 +126,8 @@ def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd
     failed = [f"{keys[label]} ({label}): {failure_sentence(failure)}" for label, failure in (failures or {}).items()]
     blocks = [("title", "llm-bench compare: " + " vs ".join(keys.values())), ("list", legend),
               *headline_blocks(lines, keys)]
-    if verdicts:
-        blocks += [("heading", "The result, in words"),
-                   ("text", "A setup is named only where its whole min–max range is better than every other "
-                            "setup's."), ("list", verdicts)]
+    if winners:
+        blocks += [("heading", "The result, in words"), ("text", WINNERS_NOTE), ("list", winners)]
     blocks += [*capacity_blocks(list(capacity), long, keys),
                *warning_blocks(incomplete, warnings, problems, failed, lost),
                *chart_blocks(pictures), ("heading", "Details")]

@@ -9,6 +9,11 @@ here computes a figure: each cell quotes figures of the long frame (``chat``, ``
 - ``at_once``: per burst size ``N at once: total tok/s (slowest first token s)``, the slowest
   being the round's p95 first token (``ttft_p95_s``), both medians over rounds.
 - ``needles``: per size ``found / total`` over the answered requests, and the answer time range.
+
+Each line carries its figures' intervals (``ci_low``, ``ci_high``, ``ci_level``, ``ci_method`` and
+``second_ci_*`` for the bracketed figure), as the long frame has them; for ``found`` the interval is
+its share's (``found_share``: Clopper-Pearson), so it is a share, not a count. The cell shows the
+median; the interval and its level are one click (or a hover) away (``detail_text``).
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.cells import MISSING
-from analysis.spread import NAN
+from analysis.spread import CI_COLUMNS, NAN, NO_INTERVAL
 
 HEADLINE_TITLES = {"one_at_a_time": "One person at a time", "at_once": "N at once", "needles": "Needles"}
 TEST_COLUMNS = ["table", "test", "source", "row", "metric", "second", "words", "second_words"]
 SECOND_NAMES = {"ttft_s": "first token s", "ttft_p95_s": "slowest first token s"}
-HEADLINE_COLUMNS = ["table", "test", "setup", "metric", "median", "min", "max", "n", "second",
-                    "second_median", "second_min", "second_max", "words", "second_words"]
+FIGURE_COLUMNS = ["median", "min", "max", "n", *CI_COLUMNS]
+SECOND_COLUMNS = ["median", "min", "max", *CI_COLUMNS]
+HEADLINE_COLUMNS = ["table", "test", "setup", "metric", *FIGURE_COLUMNS, "second",
+                    *(f"second_{c}" for c in SECOND_COLUMNS), "words", "second_words"]
+INTERVAL_OF = {"found": "found_share"}  # a count whose interval is its share's
 
 
 def _rows(long: pd.DataFrame, table: str) -> list[str]:
@@ -75,16 +83,18 @@ def headline(long: pd.DataFrame, setups: list[str]) -> pd.DataFrame:
     A setup that lacks a figure has it missing (NaN, n = 0), never 0.
     """
     by_key = {(r["setup"], r["table"], r["row"], r["metric"]): r for r in long.to_dict("records")}
-    empty = {"median": NAN, "min": NAN, "max": NAN, "n": 0}
+    empty = {"median": NAN, "min": NAN, "max": NAN, "n": 0, **NO_INTERVAL}
     lines = []
     for test in tests(long).to_dict("records"):
         for setup in setups:
             main = by_key.get((setup, test["source"], test["row"], test["metric"]), empty)
+            interval = by_key.get((setup, test["source"], test["row"], INTERVAL_OF.get(test["metric"], test["metric"])),
+                                  empty)
             second = by_key.get((setup, test["source"], test["row"], test["second"]), empty)
             lines.append({**{k: test[k] for k in ("table", "test", "metric", "second", "words", "second_words")},
                           "setup": setup, **{k: main[k] for k in ("median", "min", "max", "n")},
-                          "second_median": second["median"], "second_min": second["min"],
-                          "second_max": second["max"]})
+                          **{k: interval[k] for k in CI_COLUMNS},
+                          **{f"second_{k}": second[k] for k in SECOND_COLUMNS}})
     return pd.DataFrame(lines, columns=HEADLINE_COLUMNS)
 
 
@@ -116,18 +126,44 @@ def cell_text(line: dict) -> str:
     return text
 
 
+def interval_text(line: dict, metric: str, prefix: str = "") -> str:
+    """``75% CI 30.0–50.0``, the interval of a line's figure at the level it reached; empty when it has none."""
+    level = line[f"{prefix}ci_level"]
+    if pd.isna(level):
+        return ""
+    if metric.endswith("_share") or metric == "found":
+        low, high = (f"{line[f'{prefix}ci_{end}'] * 100:.0f}%" for end in ("low", "high"))
+        return f"{level:.0%} CI {low}–{high}"
+    return f"{level:.0%} CI {_range(line[f'{prefix}ci_low'], line[f'{prefix}ci_high'], metric)}"
+
+
 def detail_text(line: dict) -> str:
-    """What is one click away: the ranges the cell's medians were taken over, and n."""
+    """What is one click (or a hover) away: the interval at its level and how it was made, the range the
+    cell's medians were taken over, and n."""
     if not line["n"]:
         return "no value"
     if line["metric"] == "found":
-        return f"found in {value_text(line['median'], 'found')} of {line['n']} answered requests"
+        share = interval_text(line, "found")
+        return (f"found in {value_text(line['median'], 'found')} of {line['n']} answered requests"
+                + (f"; the share found: {share} ({line['ci_method']})" if share else ""))
+    interval = interval_text(line, line["metric"])
+    how = f"{interval} ({_method(line)})" if interval else "one value, no interval"
     if line["metric"] == "e2e_s":
-        return f"median {value_text(line['median'], 'e2e_s')}, {line['n']} answers"
-    text = f"range {_range(line['min'], line['max'], line['metric'])}, n={line['n']}"
+        return f"median {value_text(line['median'], 'e2e_s')}, {how}, {line['n']} answers"
+    text = f"{how}; range {_range(line['min'], line['max'], line['metric'])}, n={line['n']}"
     if line["second"] and pd.notna(line["second_median"]):
-        text += f"; {SECOND_NAMES[line['second']]} {_range(line['second_min'], line['second_max'], line['second'])}"
+        second = interval_text(line, line["second"], "second_")
+        text += (f"; {SECOND_NAMES[line['second']]} {second or 'no interval'}, range "
+                 f"{_range(line['second_min'], line['second_max'], line['second'])}")
     return text
+
+
+def _method(line: dict) -> str:
+    """How the interval was made, and what it is at a small n: ``order statistics: min–max of 3``."""
+    if line["ci_method"] == "order statistics" and pd.notna(line["ci_low"]) and (
+            line["ci_low"], line["ci_high"]) == (line["min"], line["max"]):
+        return f"order statistics: the min–max of {line['n']}"
+    return line["ci_method"]
 
 
 def cells(lines: pd.DataFrame, keys: dict[str, str], text=cell_text) -> pd.DataFrame:

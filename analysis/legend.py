@@ -12,6 +12,8 @@ from pathlib import PurePath
 
 import pandas as pd
 
+from bench_tasks.figures import MISSING
+
 LEGEND_COLUMNS = ["key", "setup", "engine", "model", "server"]
 
 
@@ -70,5 +72,5 @@ def legend_items(table: pd.DataFrame) -> list[str]:
         text = ", ".join(s for s in said if s)
         if line["server"]:
             text += f"; {line['server']}"
-        items.append(f"**{line['key']}**: {line['setup'] or '–'}" + (f" ({text})" if text else ""))
+        items.append(f"**{line['key']}**: {line['setup'] or MISSING}" + (f" ({text})" if text else ""))
     return items

@@ -25,8 +25,9 @@ from pandas.api.types import infer_dtype
 from bench_tasks.record import COLUMNS, FIELD_TYPES
 from bench_tasks import run_failure
 from bench_tasks import slo as slos
-from bench_tasks.records_file import (CAPACITY_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL, RECORDS_JSONL, REQUESTS_CSV,
-                                      WORKER_JSONL_GLOB)
+from bench_tasks.metrics import GAUGE_KEYS
+from bench_tasks.records_file import (CAPACITY_JSONL, ENGINE_SERIES_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL,
+                                      RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB)
 
 SETTINGS_JSON = "settings.json"
 _TRUE = ("true", "1", "yes")
@@ -94,7 +95,7 @@ def load_runs(directories, labels=None) -> tuple[pd.DataFrame, list[str]]:
 def load_metrics(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """``DIR/metrics.jsonl`` as one row per series reading: phase, when, t, series, value."""
     path = Path(directory) / METRICS_JSONL
-    rows, problems = [], []
+    rows, problems, empty = [], [], 0
     if path.exists():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
@@ -103,9 +104,35 @@ def load_metrics(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
                 entry = json.loads(line)
                 rows += [{"phase": entry["phase"], "when": entry["when"], "t": float(entry["t"]),
                           "series": name, "value": float(value)} for name, value in entry["metrics"].items()]
+                empty += not entry["metrics"]
             except (ValueError, KeyError, TypeError, AttributeError):
                 problems.append(f"{METRICS_JSONL} line {number}: not a metrics reading; skipped")
+    if empty:  # the endpoint answered, but not in Prometheus' text format, or without the profile's series
+        problems.append(f"{METRICS_JSONL}: {empty} reading(s) of the engine's /metrics held none of the series "
+                        "its profile names; the engine's own counters are left out of the report")
     return pd.DataFrame(rows, columns=["phase", "when", "t", "series", "value"]), problems
+
+
+SERIES_COLUMNS = ["t", "t_wall", "read_s", "runner", *GAUGE_KEYS]
+
+
+def load_engine_series(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """``DIR/engine_series.jsonl``: the engine's gauges read every second (SERIES_COLUMNS; a gauge the
+    engine does not serve is missing), and the problems met reading it."""
+    path = Path(directory) / ENGINE_SERIES_JSONL
+    rows, problems = [], []
+    if path.exists():
+        for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+            row = _json_object(line) if line.strip() else None
+            if row is None or not isinstance(row.get("t"), (int, float)):
+                if line.strip():
+                    problems.append(f"{ENGINE_SERIES_JSONL} line {number}: not a reading; skipped")
+                continue
+            rows.append({column: row.get(column) for column in SERIES_COLUMNS})
+    frame = pd.DataFrame(rows, columns=SERIES_COLUMNS)
+    numbers = [c for c in SERIES_COLUMNS if c != "runner"]
+    frame[numbers] = frame[numbers].apply(pd.to_numeric, errors="coerce").astype(float)
+    return frame, problems
 
 
 def load_metric_names(directory: str | Path) -> dict:

@@ -14,6 +14,8 @@ import time
 
 import pandas as pd
 
+from bench_tasks.figures import MISSING
+
 LOSS_COLUMNS = ["worker", "client", "client_host", "lost_at", "phase", "records_received", "records_finished", "closed",
                 "carried_by"]
 
@@ -54,7 +56,7 @@ def sentences(table: pd.DataFrame) -> list[str]:
 def _sentence(loss: dict) -> str:
     who = f"**{loss['client']}**" if loss["client"] else \
         f"worker {loss['worker']} (no record of it reached the master: its machine is unknown)"
-    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(loss["lost_at"])) if pd.notna(loss["lost_at"]) else "–"
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(loss["lost_at"])) if pd.notna(loss["lost_at"]) else MISSING
     during = f"during {loss['phase']}" if loss["phase"] else "after the last phase"
     parts = [f"{who} was lost at {when}, {during}", _arrived(loss["records_received"], loss["records_finished"]),
              _closed(loss["closed"])]

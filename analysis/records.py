@@ -45,6 +45,14 @@ def flags_seen(records: pd.DataFrame) -> list[str]:
     return sorted(p for p in parts.unique() if p)
 
 
+def as_rows(records: pd.DataFrame, columns) -> list[dict]:
+    """The records as dicts of those of ``columns`` they have (what bench_tasks' pure functions read):
+    built from each column's values at once, several times faster than ``to_dict("records")``."""
+    kept = [column for column in dict.fromkeys(columns) if column in records]
+    values = [records[column].tolist() for column in kept]
+    return [dict(zip(kept, row)) for row in zip(*values)]
+
+
 def phase_order(records: pd.DataFrame) -> list[str]:
     """Suite order: scenario, then prompt size or concurrency ascending, then first appearance."""
     firsts = records.reset_index(drop=True).reset_index().groupby("phase", sort=False).agg(

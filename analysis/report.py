@@ -1,8 +1,9 @@
 """The analysis' only writer: a run's report, and the comparison of several setups.
 
     write_report(run_dir)              -> DIR/summary.md, summary.csv, report.html, the charts
-                                          (capacity.png, total_tps.png, ttft_by_prompt.png, token_latency.png)
-                                          and engine_clock.csv when the engine sent timings
+                                          (capacity.png, total_tps.png, ttft_by_prompt.png, token_latency.png,
+                                          timeline.png), stalls.csv (records with stall figures) and
+                                          engine_clock.csv when the engine sent timings
     write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.html and the charts
                                           (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png)
 
@@ -16,12 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, study, summary,
-                      verdict)
+from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, stalls, study,
+                      summary, timeline, winners)
+from bench_tasks.records_file import STALLS_CSV
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
 TTFT_PNG, LATENCY_PNG, CAPACITY_PNG = "ttft_by_prompt.png", "token_latency.png", "capacity.png"
+TIMELINE_PNG = "timeline.png"
 
 
 def write_report(run_dir) -> list[Path]:
@@ -36,16 +39,24 @@ def write_report(run_dir) -> list[Path]:
     long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
     keys = legend.setup_keys([facts["setup"]])
     items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
+    found = stalls.stalls(records)
+    series, series_problems = load.load_engine_series(run_dir)
     pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, {facts["setup"]: slo}),
                           "total_tps.png": charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
-                          LATENCY_PNG: charts.token_latency_chart(records, keys)})
+                          LATENCY_PNG: charts.token_latency_chart(records, keys),
+                          TIMELINE_PNG: timeline.timeline_chart(records, found, series)})
+    measured_stalls = _has_stall_figures(records)
     blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
-                                     problems + metric_problems + slo_problems + lost_problems, long, pictures,
-                                     capacity_sentences(records, {facts["setup"]: slo}), load.load_failure(run_dir),
-                                     lost_workers.sentences(losses))
+                                     problems + metric_problems + slo_problems + lost_problems + series_problems,
+                                     long, pictures, capacity_sentences(records, {facts["setup"]: slo}),
+                                     load.load_failure(run_dir), lost_workers.sentences(losses),
+                                     document.stall_blocks(stalls.sentence(found, records), stalls.longest(found))
+                                     if measured_stalls else [])
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
+    if measured_stalls:
+        written.append(_csv(run_dir / STALLS_CSV, found))
     written += [_bytes(run_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(run_dir / REPORT_HTML, document.to_html(blocks, f"llm-bench: {facts['setup']}",
                                                                  _embed_script(pictures))))
@@ -79,7 +90,7 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     failures = {label: failure for label, mine in by_setup.items() for run_dir in mine["run_dir"].unique()
                 if (failure := load.load_failure(run_dir)) is not None}
     blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
-                                     verdict.verdicts(lines, keys), warnings, problems, long, pictures,
+                                     winners.winners(lines, keys), warnings, problems, long, pictures,
                                      capacity_sentences(records, slos, keys), failures,
                                      [f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
                                       for sentence in lost_workers.sentences(table)])
@@ -88,6 +99,11 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare",
                                                                   _embed_script(pictures))))
     return written
+
+
+def _has_stall_figures(records: pd.DataFrame) -> bool:
+    """Records of a client that looks for stalls (older runs' records have no stall figures)."""
+    return bool(pd.to_numeric(records["stall_count"], errors="coerce").notna().any())
 
 
 def _metrics_by_setup(records: pd.DataFrame, problems: list[str]) -> dict[str, pd.DataFrame]:

@@ -1,4 +1,5 @@
-"""The study's tables: records in, long-form figures out (table, row, metric, median, min, max, n).
+"""The study's tables: records in, long-form figures out (table, row, metric, median, min, max, n and
+the interval: ci_low, ci_high, ci_level, ci_method).
 
 Every function takes the records of ONE setup (warm-ups may be present: they are left out here)
 and returns long rows in ``spread.LONG_COLUMNS`` with ``setup`` left empty for the caller.
@@ -13,17 +14,25 @@ docs/reference.md#the-tables):
   median, then the per-run medians give median, min and max; n is the number of runs that had a
   value. A run is one pass of the suite over its chat questions, its agent session, one fresh
   prompt of a size, one burst round. Where a run holds one request (a prompt size, an agent
-  turn, a needle cell) this is the median, min and max over requests.
+  turn, a needle cell) this is the median, min and max over requests. Its interval is the
+  order-statistic interval of the median over those values (``spread.spread``: at n = 3, min–max
+  at 75%).
 - Counts and pooled shares are one value, not a spread: it is in ``median``, ``min`` and ``max``
-  are empty, and n is the number it counts over (requests, or tool calls for a share).
+  are empty, and n is the number it counts over (requests, or tool calls for a share). A share
+  has Clopper-Pearson's interval; a count has none.
+- A burst round's figures are one value each: its p95 first token has the order-statistic
+  interval of a p95 over the round's requests, its median decode tok/s that of a median; its
+  total tok/s and start spread are one measurement each, without interval.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis.records import flags_seen, has_flag, measured, of_scenario, phase_order, succeeded
-from analysis.spread import NAN, long_frame, long_rows, median, p95, share, single, spread
+from analysis.records import as_rows, flags_seen, has_flag, measured, of_scenario, phase_order, succeeded
+from analysis.spread import LEVEL, NAN, long_frame, long_rows, share, share_figure, single, spread
+from bench_tasks import figures
+from bench_tasks.intervals import quantile_interval
 
 KNOWN_FLAGS = ("cache_hit", "client_saturated", "bunched")
 TABLE_TITLES = {
@@ -85,13 +94,13 @@ def agent_turns_table(records: pd.DataFrame) -> pd.DataFrame:
     for turn in sorted(agent["turn"].dropna().unique()):
         group = agent[agent["turn"] == turn]
         ok = succeeded(group)
-        valid_share, calls = share(ok["tool_call_valid"])
+        _valid_share, calls = share(ok["tool_call_valid"])
         rows += long_rows("agent_turns", f"turn {int(turn)}", {
             "ttft_s": over_runs(ok, "ttft_s"),
             "prompt_tokens": over_runs(ok, "prompt_tokens"),
             "cached_tokens": over_runs(ok, "cached_tokens"),
             "tool_calls": single(calls, len(ok)),
-            "tool_call_valid_share": single(valid_share, calls),
+            "tool_call_valid_share": share_figure(ok["tool_call_valid"]),
         })
     return long_frame(rows)
 
@@ -104,67 +113,75 @@ def burst_rounds(records: pd.DataFrame) -> pd.DataFrame:
     """One row per burst phase and round, phases in suite order, rounds ascending:
 
     - requests, ok: the round's requests, and those that succeeded;
-    - total_tps: generated tokens of the round's ok requests over the time from release to the last
-      end, max(release_offset_s + e2e_s) over them. When any ok request lacks ``release_offset_s``
-      the span falls back to the send times: max(start + e2e_s) - min(start), start = t_send +
-      clock_offset_s (0 when unknown), so requests of several machines share a clock;
-    - ttft_p95_s: p95 of the ok requests' ttft_s;
-    - start_spread_s: latest minus earliest release offset of every request sent, whatever its outcome;
-    - per_user_decode_tps: median decode_tps of the ok requests.
+    - total_tps, ttft_p95_s, per_user_decode_tps: the round's ``total_tps``, ``ttft_p95_s`` and
+      ``decode_tps_p50`` as bench_tasks.figures defines them (the live table's and the overview's): the
+      tokens of the round's ok requests over the time from the release to the last end, the p95 of their
+      ttft_s, their median decode_tps;
+    - start_spread_s: latest minus earliest release offset of every request sent, whatever its outcome.
     """
     burst = of_scenario(measured(records), "burst")
-    rounds = _round_figures(burst)
+    rounds = _rounds(burst)
     rank = {phase: i for i, phase in enumerate(phase_order(burst))}
-    rounds = rounds.assign(rank=rounds["phase"].map(rank)).sort_values(["rank", "round"], na_position="last",
-                                                                        kind="stable")
-    return rounds[ROUND_COLUMNS].reset_index(drop=True)
+    table = pd.DataFrame([_round(phase, rows) for (phase, _number), rows in rounds.items()], columns=ROUND_COLUMNS)
+    table = table.assign(rank=table["phase"].map(rank)).sort_values(["rank", "round"], na_position="last",
+                                                                    kind="stable")
+    return table[ROUND_COLUMNS].reset_index(drop=True).astype({"requests": int, "ok": int})
 
 
-def _round_figures(requests: pd.DataFrame) -> pd.DataFrame:
-    """burst_rounds' figures for every (phase, round) at once, grouped in pandas, not looped."""
-    def number(column: str) -> pd.Series:
-        return pd.to_numeric(requests[column], errors="coerce").astype(float)
+def _rounds(burst: pd.DataFrame) -> dict[tuple, list[dict]]:
+    """(phase, round number) -> the round's records as dicts (what bench_tasks.figures reads)."""
+    rounds: dict[tuple, list[dict]] = {}
+    for row in as_rows(burst, ["phase", "concurrency", *figures.READS]):
+        rounds.setdefault((row["phase"], figures.number(row["round"])), []).append(row)
+    return rounds
 
-    ok = requests["ok"].fillna(False).astype(bool)
-    e2e, offset = number("e2e_s"), number("release_offset_s")
-    start = number("t_send") + number("clock_offset_s").fillna(0)
-    columns = pd.DataFrame({
-        "phase": requests["phase"], "round": requests["round"], "concurrency": requests["concurrency"], "ok": ok,
-        "tokens": number("completion_tokens").where(ok), "unreleased": ok & offset.isna(),
-        "released_end": (offset + e2e).where(ok), "end": (start + e2e).where(ok), "start": start.where(ok),
-        "offset": offset, "ttft": number("ttft_s").where(ok), "decode": number("decode_tps").where(ok)})
-    groups = columns.groupby(["phase", "round"], dropna=False, sort=False)
-    rounds = groups.agg(concurrency=("concurrency", "max"), requests=("ok", "size"), ok=("ok", "sum"),
-                        unreleased=("unreleased", "any"), released_end=("released_end", "max"),
-                        end=("end", "max"), start=("start", "min"), first=("offset", "min"),
-                        last=("offset", "max"), per_user_decode_tps=("decode", "median"))
-    rounds["tokens"] = groups["tokens"].sum(min_count=1)
-    rounds["ttft_p95_s"] = groups["ttft"].quantile(0.95)
-    span = rounds["released_end"].where(~rounds["unreleased"], rounds["end"] - rounds["start"])
-    rounds["total_tps"] = rounds["tokens"] / span.where(span > 0)
-    rounds["start_spread_s"] = rounds["last"] - rounds["first"]
-    return rounds.reset_index().astype({"requests": int, "ok": int})
+
+def _round(phase: str, rows: list[dict]) -> dict:
+    shown = figures.phase(rows)
+    offsets = [o for o in (figures.number(row.get("release_offset_s")) for row in rows) if o is not None]
+    concurrency = [c for c in (figures.number(row.get("concurrency")) for row in rows) if c is not None]
+    return {"phase": phase, "concurrency": max(concurrency) if concurrency else NAN,
+            "round": rows[0]["round"], "requests": shown["requests"],
+            "ok": shown["requests"] - shown["errors"], "total_tps": _nan(shown["total_tps"]),
+            "ttft_p95_s": _nan(shown["ttft_p95_s"]), "start_spread_s": max(offsets) - min(offsets) if offsets else NAN,
+            "per_user_decode_tps": _nan(shown["decode_tps_p50"])}
+
+
+def _nan(value: float | None) -> float:
+    return NAN if value is None else value
 
 
 BURST_METRICS = ("total_tps", "ttft_p95_s", "start_spread_s", "per_user_decode_tps")
 
 
-def burst_table(records: pd.DataFrame) -> pd.DataFrame:
-    """Per burst size: each round's figures (see burst_rounds), then median/min/max over rounds."""
+def burst_tables(records: pd.DataFrame) -> pd.DataFrame:
+    """Table ``burst``: per burst size, each round's figures (see burst_rounds), then median, min and max
+    over the rounds; table ``burst_rounds``: each round's figure in median, n = the round's ok requests, its
+    p95 first token and median decode tok/s with their order-statistic intervals over those requests."""
     rounds = burst_rounds(records)
     rows = []
     for phase, group in rounds.groupby("phase", sort=False):
         rows += long_rows("burst", phase, {metric: spread(group[metric]) for metric in BURST_METRICS})
-    return long_frame(rows)
-
-
-def burst_rounds_table(records: pd.DataFrame) -> pd.DataFrame:
-    """burst_rounds in long form: each round's figure in median, n = the round's ok requests."""
-    rows = []
-    for r in burst_rounds(records).itertuples(index=False):
+    rows_of = _rounds(of_scenario(measured(records), "burst"))
+    for r in rounds.itertuples(index=False):
         label = f"{r.phase} round {r.round}" if pd.notna(r.round) else r.phase
-        rows += long_rows("burst_rounds", label, {m: single(getattr(r, m), r.ok) for m in BURST_METRICS})
+        mine = _round_intervals(rows_of[(r.phase, figures.number(r.round))])
+        rows += long_rows("burst_rounds", label, {m: single(getattr(r, m), r.ok, mine.get(m)) for m in BURST_METRICS})
     return long_frame(rows)
+
+
+ROUND_INTERVALS = {"ttft_p95_s": ("ttft_s", 0.95), "per_user_decode_tps": ("decode_tps", 0.5)}
+
+
+def _round_intervals(rows: list[dict]) -> dict:
+    """{metric: its order-statistic interval} for a round's figures that are a percentile of its ok requests'
+    values (the values bench_tasks.figures takes them from)."""
+    ok = [row for row in rows if figures.succeeded(row)]
+    found = {}
+    for metric, (column, q) in ROUND_INTERVALS.items():
+        values = [v for v in (figures.number(row.get(column)) for row in ok) if v is not None]
+        found[metric] = quantile_interval(values, q, LEVEL)
+    return found
 
 
 def needle_table(records: pd.DataFrame) -> pd.DataFrame:
@@ -177,10 +194,10 @@ def needle_table(records: pd.DataFrame) -> pd.DataFrame:
                  for depth in sorted(group["needle_depth"].dropna().unique())]
         for label, cell in [*cells, (f"{phase} all depths", group)]:
             ok = succeeded(cell)
-            found_share, answered = share(ok["needle_found"])
+            _found_share, answered = share(ok["needle_found"])
             found = int(ok["needle_found"].dropna().astype(bool).sum())
             rows += long_rows("needle", label, {"found": single(found if answered else NAN, answered),
-                                                "found_share": single(found_share, answered),
+                                                "found_share": share_figure(ok["needle_found"]),
                                                 "e2e_s": spread(ok["e2e_s"])})
     return long_frame(rows)
 
@@ -215,8 +232,8 @@ def _error_classes(records: pd.DataFrame) -> pd.Series:
     return failed["error"].fillna("").astype(str).replace("", "unknown")
 
 
-TABLES = (requests_table, chat_table, prompt_table, agent_table, agent_turns_table, burst_table,
-          burst_rounds_table, needle_table, errors_table)
+TABLES = (requests_table, chat_table, prompt_table, agent_table, agent_turns_table, burst_tables, needle_table,
+          errors_table)
 
 
 def study(records: pd.DataFrame) -> pd.DataFrame:
