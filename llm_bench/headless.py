@@ -124,7 +124,7 @@ def run_locust(locustfile: str | Path, url: str, out_dir: Path, users: int, extr
     command = [
         sys.executable, "-m", "locust", "-f", str(path), "--headless",
         "--host", url, "-u", str(users), "-r", str(max(users, 1)), "-t", f"{run_time_s}s",
-        "--llm-out", str(out_dir), "--only-summary", "--loglevel", "INFO", "--stop-timeout", "30",
+        "--out", str(out_dir), "--only-summary", "--loglevel", "INFO", "--stop-timeout", "30",
         "--exit-code-on-error", "0", "--no-llm-report",  # the CLI writes the report itself
         *extra,
     ]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bench_tasks import agent
+from bench_tasks.figures import shown
 from bench_tasks.live_table import LiveTable
 from bench_tasks.records_file import PROGRESS_JSONL, RECORDS_JSONL
 
@@ -136,9 +137,9 @@ class Progress:
         if figures.get("errors"):
             parts.append(f"{figures['errors']} failed")
         for key, label, unit, digits in (("ttft_p50_s", "TTFT p50", "s", 3), ("decode_tps_p50", "decode p50", "tok/s", 1),
-                                         ("total_tps_phase", "total", "tok/s", 1)):
-            if figures.get(key) is not None:
-                parts.append(f"{label} {figures[key]:.{digits}f} {unit}")
+                                         ("total_tps", "total", "tok/s", 1)):
+            if figures.get(key) is not None:  # nothing is said of a figure not measured yet
+                parts.append(f"{label} {shown(figures[key], digits)} {unit}")
         if self.ended and phase == self.current:
             parts.append(f"{self.run_name} done")
         elif self.eta is not None and not self.ended:

@@ -27,7 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load import load_run
-from bench_tasks import chat, engine
+from bench_tasks import chat, engine, options
+from bench_tasks.figures import shown
 from bench_tasks.payload import chat_body, encode
 from llm_bench import headless
 
@@ -111,10 +112,11 @@ def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
     with simengine.start_process(config) as sim:
         if len(cores) >= 2:
             os.sched_setaffinity(sim.popen.pid, {cores[0]})
-        extra = ["--llm-requests", str(workload.streams * workload.requests_per_stream),
-                 "--max-tokens", str(workload.tokens), "--ignore-eos", "--engine", "sim"]
+        requests = workload.streams * workload.requests_per_stream
+        argv = options.locust_argv(options.given(options.RUN, requests=str(requests), max_tokens=str(workload.tokens),
+                                                 ignore_eos=True, engine="sim"), options.RUN)
         with _kernel_stamps(workload.kernel_stamps):
-            headless.run_locust("chat.py", sim.url, out_dir, workload.streams, extra, api_key="", cpu=client_cpu)
+            headless.run_locust("chat.py", sim.url, out_dir, workload.streams, argv, api_key="", cpu=client_cpu)
         shape = workload.streams_shape
         bare = None if shape in bare_passes else read_bare(workload, config.model, sim.url, out_dir, client_cpu)
     records, _info = load_run(out_dir)
@@ -150,7 +152,7 @@ def _kernel_stamps(on: bool):
 def read_bare(workload: Workload, model: str, url: str, out_dir: Path, cpu: int | None) -> dict:
     """The bare reader on the same streams: the body llm-bench sends to this engine, in a process of
     its own on the client's core."""
-    body = chat_body(model, chat.messages(chat.QUESTIONS[0]), workload.tokens, ignore_eos=True,
+    body = chat_body(model, chat.messages(chat.QUESTIONS[0], "run 1"), workload.tokens, ignore_eos=True,
                      extras=engine.profile("sim").extras())
     (out_dir / "bare-body.json").write_bytes(encode(body))
     out = out_dir / "bare-reader.json"
@@ -237,11 +239,7 @@ PRINTED = [("n", "requests", None), ("TTFT err p50 ms", "ttft_err_p50_ms", 2), (
 
 def format_table(table: pd.DataFrame) -> str:
     def cell(value, digits):
-        if value is None or pd.isna(value):
-            return "-"
-        if digits is None:
-            return str(value)
-        return f"{0.0 if abs(value) < 0.5 * 10 ** -digits else value:.{digits}f}"  # no "-0.00"
+        return str(value) if digits is None and not pd.isna(value) else shown(value, digits or 0)
 
     name_width = max([len("workload"), *map(len, table["workload"])]) + 2
     widths = [max(len(header), 5) + 2 for header, _, _ in PRINTED]
