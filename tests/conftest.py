@@ -14,8 +14,37 @@ import pytest
 
 import simengine
 from analysis.load import load_run
+from tests.engines.fixtures import (  # noqa: F401 - real engines, started once per session
+    engine_cache_dir,
+    llamacpp_server,
+    pytest_collection_finish,  # installs vLLM before the first test, outside any test's timeout
+    smollm2_ngram_server,
+    smollm2_server,
+    vllm_ngram_server,
+    vllm_server,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
+ENGINE_FIXTURES = {"llamacpp_server", "smollm2_server", "smollm2_ngram_server", "vllm_server", "vllm_ngram_server"}
+BROWSER_FIXTURES = {"chromium", "browser_page"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the markers must be on the tests by then
+def pytest_collection_modifyitems(config, items) -> None:
+    """``engines`` on every test that uses a real engine's fixture, ``browser`` on every test that drives
+    Chromium; a marker expression that does not name ``slow`` leaves the slow tests out (the developer's
+    loop, ``-m "not engines and not browser"``). Without -m every test runs."""
+    for item in items:
+        used = set(item.fixturenames)
+        if used & ENGINE_FIXTURES:
+            item.add_marker(pytest.mark.engines)
+        if used & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+    expression = config.getoption("markexpr")
+    if expression and "slow" not in expression:
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 @pytest.fixture
@@ -101,13 +130,3 @@ def load_records(out_dir: Path) -> pd.DataFrame:
     records, _info = load_run(out_dir)
     return records
 
-
-from engines.fixtures import (  # noqa: E402,F401 - real engines, started once per session
-    engine_cache_dir,
-    pytest_collection_finish,  # installs vLLM before the first test, outside any test's timeout
-    llamacpp_server,
-    smollm2_ngram_server,
-    smollm2_server,
-    vllm_ngram_server,
-    vllm_server,
-)

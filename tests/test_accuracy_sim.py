@@ -82,8 +82,8 @@ def test_without_kernel_stamps_a_busy_client_is_flagged_by_its_event_loop_lag(st
     out = tmp_path / "run"
     out.mkdir()
     command = [sys.executable, "-m", "locust", "-f", str(ROOT / "tests" / "busy_chat.py"), "--headless",
-               "--host", sim.url, "-u", "4", "-r", "4", "-t", "60s", "--llm-out", str(out), "--only-summary",
-               "--exit-code-on-error", "0", "--no-llm-report", "--llm-requests", "8", "--engine", "sim"]
+               "--host", sim.url, "-u", "4", "-r", "4", "-t", "60s", "--out", str(out), "--only-summary",
+               "--exit-code-on-error", "0", "--no-llm-report", "--requests", "8", "--engine", "sim"]
     result = subprocess.run(command, cwd=out, env=NO_KERNEL_STAMPS, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     measured = load_records(out).query("scenario == 'chat'")

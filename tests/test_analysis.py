@@ -148,20 +148,20 @@ def test_burst_round_figures():
 
 
 def test_burst_is_median_over_rounds():
-    long = study.burst_table(burst_records())
+    long = study.burst_tables(burst_records())
     a, b = 300 / 4.02, 200 / 1.7
     check(long, "burst", "burst-4", "total_tps", (a + b) / 2, a, b, 2)
     check(long, "burst", "burst-4", "ttft_p95_s", 0.43, 0.38, 0.48, 2)
     check(long, "burst", "burst-4", "start_spread_s", 0.05, 0.05, 0.05, 1)
     check(long, "burst", "burst-4", "per_user_decode_tps", 40.0, 40.0, 40.0, 2)
-    rounds = study.burst_rounds_table(burst_records())
+    rounds = study.burst_tables(burst_records())
     check(rounds, "burst_rounds", "burst-4 round 1", "total_tps", a, NAN, NAN, 3)
 
 
 def test_a_burst_round_that_all_failed_has_no_throughput():
     records = frame({"round": 1, "ok": False, "error": "timeout", "release_offset_s": 0.0, "e2e_s": 300.0},
                     scenario="burst", phase="burst-1", concurrency=1)
-    check(study.burst_table(records), "burst", "burst-1", "total_tps", NAN, NAN, NAN, 0)
+    check(study.burst_tables(records), "burst", "burst-1", "total_tps", NAN, NAN, NAN, 0)
 
 
 # -- needles, requests, flags ---------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_study_has_the_long_columns_and_overview_still_works():
 def test_overview_burst_total_is_the_reports_median_over_rounds_not_over_the_phase_with_its_pauses():
     table = overview.overview(burst_records()).set_index("phase")
     assert table.loc["burst-4", "total_tps"] == pytest.approx((300 / 4.02 + 200 / 1.7) / 2)
-    long = study.burst_table(burst_records())
+    long = study.burst_tables(burst_records())
     assert table.loc["burst-4", "total_tps"] == pytest.approx(figure(long, "burst", "burst-4", "total_tps")["median"])
 
 
@@ -222,7 +222,7 @@ def test_overview_total_tps_without_any_token_count_is_missing_not_zero():
     records = frame({"t_send": 1.0, "e2e_s": 2.0, "ttft_s": 0.5}, {"t_send": 1.5, "e2e_s": 2.0, "ttft_s": 0.6},
                     scenario="chat", phase="chat", round=1)
     table = overview.overview(records)
-    assert table.loc[0, "total_tps"] is None and table.loc[0, "ttft_median_s"] == pytest.approx(0.55)
+    assert table.loc[0, "total_tps"] is None and table.loc[0, "ttft_p50_s"] == pytest.approx(0.55)
 
 
 def test_a_phase_with_lumped_streams_is_warned_about():
@@ -345,7 +345,7 @@ def test_load_runs_merges_client_machines_of_one_run(tmp_path):
     records, problems = load.load_runs([one, two])
     assert problems == []
     assert sorted(records["client_host"].unique()) == ["a", "b"] and set(records["setup"]) == {"vllm"}
-    check(study.burst_table(records), "burst", "burst-4", "total_tps", 400 / 4.0, 400 / 4.0, 400 / 4.0, 1)
+    check(study.burst_tables(records), "burst", "burst-4", "total_tps", 400 / 4.0, 400 / 4.0, 400 / 4.0, 1)
 
 
 def test_load_runs_labels_and_duplicates(tmp_path):
@@ -589,3 +589,27 @@ def test_processes_of_one_machine_are_told_apart_by_pid():
     said = lost_workers.sentences(lost_workers.losses(records, lost))[0]
     assert said.startswith("**vm (pid 1)** was lost") and "vm (pid 2) (1 record sent after the loss)" in said
     assert "reached the master;" in said  # nothing missing: no "may be missing"
+
+
+def test_every_figure_of_the_study_that_estimates_something_carries_its_interval():
+    from analysis import headline
+    from tests.test_report import synthetic_rows
+
+    records = frame(*({k: v for k, v in r.items() if k in COLUMNS} for r in synthetic_rows("s", 1.0, runs=3,
+                                                                                          jitter=0.2)))
+    long = study.study(records).assign(setup="s")
+    lines = headline.headline(long, ["s"])
+    assert len(lines) == 11 and lines["ci_level"].notna().all()  # every headline figure
+    assert (lines.loc[lines["metric"] != "found", "ci_level"].round(4) == 0.75).all()  # 3 runs: min–max, 75%
+    assert (lines.loc[lines["second"] != "", "second_ci_level"].round(4) == 0.75).all()
+    chat = figure(long, "chat", "chat", "decode_tps")
+    assert (chat["ci_low"], chat["ci_high"], chat["ci_method"]) == (chat["min"], chat["max"], "order statistics")
+    # A round's p95 first token: the p95 of its 12 requests, by order statistics (the 10th to the 12th, 44%).
+    round_p95 = figure(long, "burst_rounds", "burst-12 round 1", "ttft_p95_s")
+    assert (round_p95["ci_low"], round_p95["ci_high"]) == pytest.approx((1.0, 1.2))
+    assert round_p95["ci_level"] == pytest.approx(1 - 0.95 ** 12 - 0.0196, abs=1e-3)
+    valid = figure(long, "agent_turns", "turn 3", "tool_call_valid_share")
+    assert valid["median"] == 0.0 and valid["ci_method"] == "Clopper-Pearson" and valid["ci_high"] > 0.5
+    for count in (figure(long, "requests", "chat", "requests"), figure(long, "burst_rounds", "burst-4 round 1",
+                                                                         "total_tps")):
+        assert math.isnan(count["ci_level"]) and count["ci_method"] == ""  # a count, one measurement: none

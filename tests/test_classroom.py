@@ -43,3 +43,19 @@ def test_a_student_arrives_then_thinks_and_resends_the_whole_conversation():
     assert student.messages()[1]["content"] == "I'm student 7. " + classroom.TOPICS[(7 + 1) % len(classroom.TOPICS)][0]
 
 
+
+
+def test_a_share_of_questions_carries_a_pasted_document_that_stays_in_the_conversation():
+    think = classroom.ThinkTime(1.0, 3.0)
+    plain, same = classroom.Student(think, seed=3, name="s"), classroom.Student(think, seed=3, name="s", paste_share=0)
+    assert [plain.pause_s() for _ in range(20)] == [same.pause_s() for _ in range(20)]  # no pastes: as before
+    assert not any(same.pastes() for _ in range(50))
+    student = classroom.Student(think, seed=3, name="s", paste_share=0.3)
+    share = sum(student.pastes() for _ in range(2000)) / 2000
+    assert 0.25 < share < 0.35
+    question = student.messages("[doc 1] Here is a document.")
+    assert question[-1]["content"].startswith("[doc 1] Here is a document.\n\nI'm s. ")
+    student.answered(question, "An answer.")
+    assert student.messages()[1]["content"].startswith("[doc 1]")  # resent with the conversation, as a chat page does
+    with pytest.raises(ValueError):
+        classroom.Student(think, seed=3, name="s", paste_share=1.5)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
-from tests.conftest import load_records, read_truth, run_cli
+import pytest
+
+from tests.conftest import ROOT, load_records, read_truth, run_cli
 
 
 def test_relative_out_lands_under_the_working_directory(start_sim, tmp_path):
@@ -18,6 +22,7 @@ def test_relative_out_lands_under_the_working_directory(start_sim, tmp_path):
     assert report.returncode == 0 and (tmp_path / "results" / "rel" / "summary.md").exists(), report.stderr
 
 
+@pytest.mark.slow  # two runs: 5 s
 def test_host_given_as_openai_base_url_and_from_the_environment(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     given = run_cli("run", "chat", "--host", sim.url + "/v1/", "--requests", "2", "--out", str(tmp_path / "a"))
@@ -33,7 +38,7 @@ def test_host_given_as_openai_base_url_and_from_the_environment(start_sim, tmp_p
 
 
 def test_an_unlisted_model_is_asked_for_and_its_refusal_recorded(start_sim, tmp_path):
-    sim = start_sim()
+    sim = start_sim(decode_tps=1000.0)
     result = run_cli("run", "chat", "--host", sim.url, "--model", "not-served", "--requests", "2",
                      "--out", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr[-3000:]  # failures are measurements, by default
@@ -48,6 +53,7 @@ def test_an_unlisted_model_is_asked_for_and_its_refusal_recorded(start_sim, tmp_
     assert fine.returncode == 0, fine.stderr[-3000:]
 
 
+@pytest.mark.slow  # two runs and a compare: 6 s
 def test_compare_written_into_a_run_directory_keeps_its_records(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     for name in ("a", "b"):
@@ -73,6 +79,7 @@ def test_sim_help_lists_the_simulated_engine_s_options():
     assert result.stdout.startswith("usage: llm-bench sim") and "--decode-tps" in result.stdout
 
 
+@pytest.mark.slow  # two runs: 5 s
 def test_a_second_run_into_the_same_directory_keeps_the_first_aside(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
@@ -82,3 +89,12 @@ def test_a_second_run_into_the_same_directory_keeps_the_first_aside(start_sim, t
     assert len(load_records(out).query("scenario == 'chat'")) == 3
     assert len(load_records(out / "earlier-runs" / "1").query("scenario == 'chat'")) == 2
     assert (out / "earlier-runs" / "1" / "settings.json").exists()
+
+
+def test_output_cut_short_by_its_reader_ends_quietly():
+    """`llm-bench locustfile | head -1`: no traceback, the status of a command ended by SIGPIPE."""
+    reader_gone = subprocess.Popen([sys.executable, "-m", "llm_bench.cli", "locustfile"], cwd=ROOT,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader_gone.stdout.close()
+    assert reader_gone.wait(timeout=60) == 141
+    assert reader_gone.stderr.read() == b""

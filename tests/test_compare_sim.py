@@ -2,13 +2,17 @@
 tables, one column per setup, and tells the setups apart correctly."""
 
 import pandas as pd
+import pytest
 
 from tests.conftest import run_cli
 from tests.test_report import markdown_tables
 
-SETUPS = {"sim 12 slots": {"slots": 12, "decode_tps": 600.0},
-          "sim 2 slots": {"slots": 2, "decode_tps": 600.0},
-          "sim 12 slots, slow decode and prefill": {"slots": 12, "decode_tps": 150.0, "prefill_tps": 10000.0}}
+pytestmark = pytest.mark.slow  # three quick suites
+
+# Decode 900 and 225 tok/s (the ratio of 4 the test tells apart): the slow setup's answers take most of its time.
+SETUPS = {"sim 12 slots": {"slots": 12, "decode_tps": 900.0},
+          "sim 2 slots": {"slots": 2, "decode_tps": 900.0},
+          "sim 12 slots, slow decode and prefill": {"slots": 12, "decode_tps": 225.0, "prefill_tps": 10000.0}}
 STUDY_ROWS = [
     ["chat decode tok/s", "chat first token s", "2K prompt tok/s (first token s)",
      "agent turn first token s", "agent turn decode tok/s"],
@@ -21,7 +25,8 @@ def test_compare_opens_with_the_studys_tables_and_puts_the_faster_setup_ahead(st
     for i, (label, profile) in enumerate(SETUPS.items()):
         sim = start_sim(**profile)
         out = tmp_path / f"run{i}"
-        result = run_cli("quick", "--host", sim.url, "--setup", label, "--runs", "2", "--sizes", "2k",
+        # 5 runs: the fewest whose medians have 90% intervals, without which the result in words names no one
+        result = run_cli("quick", "--host", sim.url, "--setup", label, "--runs", "5", "--sizes", "2k",
                          "--needle-sizes", "2k", "--bursts", "1,4", "--out", str(out))
         assert result.returncode == 0, result.stderr[-3000:]
         assert (out / "summary.md").exists() and (out / "report.html").exists()  # quick ends with its report
@@ -51,3 +56,8 @@ def test_compare_opens_with_the_studys_tables_and_puts_the_faster_setup_ahead(st
     assert figure(fast, "prompt", "prompt-2k", "ttft_s") < figure(slow, "prompt", "prompt-2k", "ttft_s")
     words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
     assert f"- most total tok/s with 4 at once: A ({fast})," in words
+    named = next(line for line in words.splitlines() if line.startswith("- most total tok/s with 4 at once"))
+    assert named.endswith("its interval clear of every other setup's, at 94%)")  # 5 runs: min–max, 94%
+    lines = [line for line in words.splitlines() if line.startswith("- ")]
+    assert lines and all(("clear of every other" in line) or ("can't tell at n = " in line) or
+                         ("equal as shown" in line) for line in lines)

@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from bench_tasks.records_file import read_jsonl
 from bench_tasks.suite import SuiteOptions, plan
 from tests.conftest import ROOT, load_records
+
+pytestmark = pytest.mark.slow  # a master and workers: half a minute to a minute and a half each
 
 SUITE = ROOT / "locustfiles" / "quick_suite.py"
 CAPACITY = ROOT / "locustfiles" / "capacity.py"
@@ -34,7 +37,7 @@ def locust(*args: str, log: Path, locustfile: Path = SUITE) -> subprocess.Popen:
 def start_master(url: str, out: Path, port: int, suite: list[str], workers: int = 2,
                  locustfile: Path = SUITE) -> subprocess.Popen:
     return locust("--headless", "--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
-                  "--master-bind-port", str(port), "--host", url, "--llm-out", str(out), *suite,
+                  "--master-bind-port", str(port), "--host", url, "--out", str(out), *suite,
                   log=out.parent / "master.log", locustfile=locustfile)
 
 
@@ -131,7 +134,7 @@ def test_processes_on_one_machine_merge_every_record(start_sim, tmp_path):
     sim = start_sim(decode_tps=300.0)
     out = tmp_path / "run"
     result = subprocess.run([sys.executable, "-m", "locust", "-f", str(SUITE), "--headless", "--processes", "2",
-                             "--host", sim.url, "--llm-out", str(out), "--sizes", "300", "--needle-sizes", "400",
+                             "--host", sim.url, "--out", str(out), "--sizes", "300", "--needle-sizes", "400",
                              "--runs", "2", "--bursts", "1,4"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]

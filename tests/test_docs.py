@@ -86,7 +86,7 @@ def test_every_option_of_the_simulated_engine_is_documented():
 
 def test_every_option_llm_bench_adds_to_locust_is_documented():
     ours = locust_options()
-    assert "--llm-out" in ours  # the listing works
+    assert "--sizes" in ours  # the listing works
     missing = sorted(ours - set(re.findall(r"--[\w-]+", DOCS)))
     assert not missing, f"Locust options of llm-bench missing from the docs: {missing}"
 
@@ -188,3 +188,11 @@ def test_every_cited_documentation_file_and_anchor_exists():
 def test_no_file_cites_what_a_clone_does_not_have(outside):
     citing = [str(path.relative_to(ROOT)) for path in repository_files() if outside in (text_of(path) or "")]
     assert not citing, f"these cite {outside}, which no clone of the project contains: {citing}"
+
+
+def test_the_error_table_lists_every_error_class_the_client_records():
+    from bench_tasks import errors
+
+    table = DOCS.split("| error | what happened |", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"^\| `([a-z_<>]+)` \|", table, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(errors.CLASSES)

@@ -15,7 +15,7 @@ FILES = sorted(PROFILES_DIR.glob("*.toml"))
 EXPECTED = {"vllm", "llamacpp", "sglang", "ollama", "generic", "sim"}
 
 METRIC_KEYS = ("ttft_histogram", "prompt_tokens_total", "generation_tokens_total",
-               "cached_prompt_tokens_total", "requests_running", "requests_waiting")
+               "cached_prompt_tokens_total", "requests_running", "requests_waiting", "kv_cache_usage")
 SCHEMA: dict[str, object] = {
     "name": str,
     "description": str,

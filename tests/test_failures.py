@@ -144,6 +144,7 @@ def test_models_that_turn_odd_after_the_check_fail_the_run_in_on_start(odd_serve
     assert json.loads((out / "failure.json").read_text())["traceback"] == "failure.txt"
 
 
+@pytest.mark.slow  # a suite failed mid-run: 5.5 s
 def test_nonsense_from_tokenize_fails_the_run_mid_suite_and_keeps_what_was_measured(odd_server, tmp_path):
     url = odd_server({"/v1/models": {"data": [{"id": "m", "owned_by": "vllm"}]},  # the vLLM profile: /tokenize
                       "/tokenize": {"tokens": "nonsense"}, "/v1/chat/completions": STREAM})
@@ -183,6 +184,7 @@ def test_garbage_metrics_leave_the_run_whole(odd_server, tmp_path):
     assert result.returncode == 0 and took_s < FAST_S, result.stderr[-3000:]
     assert (out / "summary.md").exists() and not (out / "failure.json").exists()
     assert all(json.loads(line)["metrics"] == {} for line in (out / "metrics.jsonl").read_text().splitlines())
+    assert "held none of the series its profile names" in (out / "summary.md").read_text()  # said, not silent
 
 
 def test_an_unknown_engine_or_a_broken_profile_set_is_one_line_before_anything_runs(tmp_path):
@@ -223,7 +225,7 @@ INJECTIONS = {
 def run_locust(locustfile: str, url: str, out: Path, *options: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "locust", "-f", str(INJECTED / f"{locustfile}.py"), "--headless",
-                             "--host", url, "--llm-out", str(out), *options], capture_output=True, text=True,
+                             "--host", url, "--out", str(out), *options], capture_output=True, text=True,
                             timeout=FAST_S * 2, cwd=out.parent)
     return result, time.perf_counter() - started
 
@@ -251,6 +253,8 @@ def test_a_failed_run_s_report_says_why_at_the_top_of_its_warnings(start_sim, tm
     out = tmp_path / "run"
     result, took_s = run_locust("failing_task", sim.url, out, "--only", "chat", "--runs", "2")  # report written
     assert result.returncode == run_failure.EXIT_CODE and took_s < FAST_S, result.stderr[-3000:]
+    # Written once: the failure and the quit both stop the run, with the same records.
+    assert result.stderr.count("llm-bench: report written to") == 1, result.stderr[-3000:]
     summary = (out / "summary.md").read_text()
     assert ("**Incomplete run: the run failed**: ZeroDivisionError: injected in a task "
             f"({INJECTED / 'failing_task.py'}:11 in run_job, during task work of BrokenChatUser)") in summary
@@ -258,6 +262,7 @@ def test_a_failed_run_s_report_says_why_at_the_top_of_its_warnings(start_sim, tm
     assert result.returncode == 0 and "the run failed" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow  # two runs: 7 s
 def test_a_new_run_in_the_same_directory_has_not_failed(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
@@ -269,6 +274,7 @@ def test_a_new_run_in_the_same_directory_has_not_failed(start_sim, tmp_path):
     assert (out / "earlier-runs" / "1" / "failure.json").exists()
 
 
+@pytest.mark.slow  # waits out the stall limit
 def test_a_run_that_stops_moving_is_ended_by_its_stall_watchdog(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
@@ -283,13 +289,14 @@ def test_a_run_that_stops_moving_is_ended_by_its_stall_watchdog(start_sim, tmp_p
     assert len(load_records(out).query("scenario == 'chat'")) == 1  # the first job's answer, kept
 
 
+@pytest.mark.slow  # waits out the stall limit and the backstop
 def test_a_wedged_locust_is_stopped_by_the_command_line_s_backstop(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
     out.mkdir()
     started = time.perf_counter()
     with pytest.raises(headless.RunFailed, match=r"none of the run's files moved for \d+ s") as failed:
-        headless.run_locust(INJECTED / "wedged_process.py", sim.url, out, 1, ["--llm-requests", "20"], api_key="",
+        headless.run_locust(INJECTED / "wedged_process.py", sim.url, out, 1, ["--requests", "20"], api_key="",
                             watch=progress.chat_plan(20, 1), stall_s=4)
     assert time.perf_counter() - started < FAST_S
     assert str(failed.value).endswith(f"(llm-bench's progress follower, during the run); traceback in "
@@ -300,6 +307,7 @@ def test_a_wedged_locust_is_stopped_by_the_command_line_s_backstop(start_sim, tm
     assert "The last lines of locust.log" in (out / "failure.txt").read_text()
 
 
+@pytest.mark.slow  # a master and a worker: 5 s
 def test_a_worker_s_failure_ends_the_whole_distributed_run_with_its_cause(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     out, port = tmp_path / "run", free_port()
@@ -334,5 +342,5 @@ def test_llm_bench_locustfile_prints_a_path_or_lists_them(tmp_path):
     assert one.returncode == 0 and one.stdout == f"{ROOT / 'locustfiles' / 'quick_suite.py'}\n"
     listed = run_cli("locustfile", cwd=tmp_path)
     assert listed.returncode == 0 and "quick_suite  The quick suite: chat, fresh prompts" in listed.stdout
-    unknown = run_cli("locustfile", "coordination", cwd=tmp_path)
-    assert unknown.returncode == 2 and unknown.stderr.startswith("llm-bench: error: no locustfile 'coordination'")
+    unknown = run_cli("locustfile", "phased_shape", cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("llm-bench: error: no locustfile 'phased_shape'")

@@ -2,11 +2,15 @@
 served from the prefix cache an earlier run filled (on llama.cpp with SmolLM2 a repeated chat question's
 first token came in 0.009 s instead of 0.07 s, and a burst's third round read cached prompts)."""
 
+import pytest
+
 from tests.conftest import load_records, run_cli
 
 
+@pytest.mark.slow  # three runs of the chat phase and two bursts
 def test_no_run_reads_its_questions_from_an_earlier_runs_cache(start_sim, tmp_path):
-    sim = start_sim(cache_block_tokens=1)  # a token-granular prefix cache, as llama.cpp's
+    # a token-granular prefix cache, as llama.cpp's; fast decode: what is read from the cache is the question
+    sim = start_sim(cache_block_tokens=1, decode_tps=1000.0)
     out = tmp_path / "run"
     result = run_cli("quick", "--host", sim.url, "--only", "chat,burst", "--bursts", "1,2", "--runs", "3",
                      "--out", str(out))
@@ -16,3 +20,14 @@ def test_no_run_reads_its_questions_from_an_earlier_runs_cache(start_sim, tmp_pa
     # Only the chat template's opening and the asker's bracket may be cached, never the question.
     cached_share = records["cached_tokens"] / records["prompt_tokens"]
     assert (cached_share < 0.5).all(), records[["phase", "round", "prompt_tokens", "cached_tokens"]]
+
+
+def test_run_chat_asks_each_run_afresh(start_sim, tmp_path):
+    sim = start_sim(cache_block_tokens=1, decode_tps=1000.0)
+    out = tmp_path / "chat"
+    result = run_cli("run", "chat", "--host", sim.url, "--requests", "6", "--max-tokens", "16", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out).query("scenario == 'chat'")
+    assert sorted(records["round"]) == [1, 1, 1, 2, 2, 2] and records["ok"].all()
+    cached_share = records["cached_tokens"] / records["prompt_tokens"]
+    assert (cached_share < 0.5).all(), records[["round", "prompt_tokens", "cached_tokens"]]

@@ -63,7 +63,7 @@ def test_the_wheel_installed_non_editable_runs_the_readme_s_main_command(tmp_pat
     assert path.returncode == 0 and Path(path.stdout.strip()) == site / "locustfiles" / "quick_suite.py"
     sim = start_sim(decode_tps=400.0)
     direct = run([venv / "bin" / "locust", "-f", path.stdout.strip(), "--headless", "--host", sim.url, "--only",
-                  "chat", "--runs", "1", "--llm-out", "direct", "--no-llm-report"], empty, env)
+                  "chat", "--runs", "1", "--out", "direct", "--no-llm-report"], empty, env)
     assert direct.returncode == 0, direct.stderr[-3000:]
     assert len(load_records(empty / "direct").query("scenario == 'chat'")) == 3
 
@@ -78,7 +78,7 @@ def test_the_wheel_installed_non_editable_runs_the_readme_s_main_command(tmp_pat
         "is incomplete; reinstall llm-bench"]
     started = time.perf_counter()
     broken = run([venv / "bin" / "locust", "-f", path.stdout.strip(), "--headless", "--host", sim.url, "--only",
-                  "chat", "--runs", "1", "--llm-out", "broken-direct", "--no-llm-report"], empty, env, timeout=120)
+                  "chat", "--runs", "1", "--out", "broken-direct", "--no-llm-report"], empty, env, timeout=120)
     assert broken.returncode == run_failure.EXIT_CODE and time.perf_counter() - started < 30, broken.stderr[-3000:]
     failure = json.loads((empty / "broken-direct" / "failure.json").read_text())
     assert failure["cause"].startswith("ProfileError: no 'generic' engine profile in ")

@@ -8,8 +8,8 @@ from statistics import NormalDist
 
 import pytest
 
-from bench_tasks.intervals import (CLOPPER_PEARSON, ORDER_STATISTICS, median_interval, quantile_interval,
-                                   share_interval)
+from bench_tasks.intervals import (BATCH_MEANS, CLOPPER_PEARSON, ORDER_STATISTICS, median_interval, quantile_interval,
+                                   share_interval, smallest_n, t_quantile, window_quantile_interval)
 
 
 def binomial_between(n: int, q: float, r: int, s: int) -> float:
@@ -118,3 +118,50 @@ def test_clopper_pearson_covers_at_least_its_level_whatever_the_share():
             coverage = sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k)
                            for k, interval in enumerate(intervals) if interval.low <= p <= interval.high)
             assert coverage >= 0.9 - 1e-9, (n, p, coverage)
+
+
+def test_student_t_quantiles_match_the_tables_and_the_median_needs_five_values_at_90_percent():
+    for df, table in ((1, 6.3138), (2, 2.9200), (4, 2.1318), (9, 1.8331), (30, 1.6973)):
+        assert t_quantile(0.95, df) == pytest.approx(table, abs=1e-4)
+    assert t_quantile(0.975, 4) == pytest.approx(2.7764, abs=1e-4)
+    assert smallest_n(0.5, 0.90) == 5 and median_interval(range(5)).level == pytest.approx(0.9375)
+    assert smallest_n(0.95, 0.90) == 59 and smallest_n(0.99, 0.90) == 299
+
+
+def test_on_independent_values_the_window_interval_holds_the_order_statistic_one_and_its_level():
+    rng = random.Random(11)
+    hits, samples, truth = 0, 1000, lognormal_quantile(0.95)
+    for _ in range(samples):
+        values = [rng.lognormvariate(0.0, 1.0) for _ in range(200)]
+        window, plain = window_quantile_interval(values, 0.95), quantile_interval(values, 0.95, open_ends=True)
+        assert window.low <= plain.low and (window.high is None or window.high >= plain.high)
+        assert window.method == BATCH_MEANS and window.level == 0.90
+        hits += window.low <= truth and (window.high is None or truth <= window.high)
+    assert 0.90 <= hits / samples <= 0.99  # a little wider than it need be for independent values
+    few = window_quantile_interval([3.0, 1.0, 2.0], 0.5)  # fewer than two per batch: the order statistics
+    assert few.method == ORDER_STATISTICS and (few.low, few.high) == (None, None)
+    assert window_quantile_interval([], 0.95) is None
+
+
+def test_on_the_classroom_model_the_window_interval_holds_the_long_run_p95_where_order_statistics_do_not():
+    from bench_tasks.classroom import ThinkTime
+    from bench_tasks.classroom_queue import Server, simulate
+    from bench_tasks.stream import quantile
+
+    # The server at 24 students, near its knee: one busy period delays several questions in a row.
+    server = Server(slots=4, token_s=0.01, answer_tokens=(256,), first_token_s=0.001, prefill_tps=40000.0,
+                    cached_history=True)
+    think = ThinkTime(10, 40)
+    long_run, _ = simulate(server, think, 24, 100000, 1)
+    truth = quantile(sorted(row["ttft_s"] for row in long_run), 0.95)
+    held = {"order statistics": 0, "batch means": 0}
+    seeds = range(100, 160)
+    for seed in seeds:
+        rows, _ = simulate(server, think, 24, 400, seed)
+        asked = sorted(rows, key=lambda row: row["t_send"])
+        window = [row["ttft_s"] for row in asked if row["t_send"] < asked[0]["t_send"] + 360]  # about 310
+        for name, found in (("order statistics", quantile_interval(window, 0.95, open_ends=True)),
+                            ("batch means", window_quantile_interval(window, 0.95))):
+            held[name] += found.low <= truth and (found.high is None or truth <= found.high)
+    coverage = {name: hits / len(seeds) for name, hits in held.items()}
+    assert coverage["batch means"] >= 0.85 and coverage["order statistics"] <= 0.80, coverage

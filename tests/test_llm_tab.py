@@ -19,7 +19,7 @@ from tests.conftest import CHROMIUM_FLAGS, ROOT
 def record(phase="chat", ok=True, ttft=0.1, decode=50.0, tokens=100, start=1000.0, e2e=2.0, scenario="chat"):
     return {"scenario": scenario, "phase": phase, "ok": ok, "ttft_s": ttft if ok else None,
             "decode_tps": decode if ok else None, "completion_tokens": tokens if ok else None,
-            "t_start": start, "e2e_s": e2e}
+            "t_start": start, "t_send": start, "e2e_s": e2e}
 
 
 def test_live_table_figures_exact_and_failures_counted_not_averaged():
@@ -34,10 +34,10 @@ def test_live_table_figures_exact_and_failures_counted_not_averaged():
     assert (chat["requests"], chat["errors"]) == (6, 1)
     assert chat["ttft_p50_s"] == pytest.approx(0.3) and chat["ttft_p95_s"] == pytest.approx(0.88)
     assert chat["decode_tps_p50"] == pytest.approx(42.0)
-    assert chat["total_tps_phase"] == pytest.approx(500 / 6.0)  # 1000 .. 1006
+    assert chat["total_tps"] == pytest.approx(500 / 6.0)  # 1000 .. 1006
     assert chat["total_tps_now"] == pytest.approx(500 / 10.0)
     burst = rows["burst-4"]  # every request failed: no figure, not 0
-    assert burst["errors"] == 1 and burst["ttft_p50_s"] is None and burst["total_tps_phase"] is None
+    assert burst["errors"] == 1 and burst["ttft_p50_s"] is None and burst["total_tps"] is None
     assert "warmup-chat" not in rows
 
 
@@ -48,7 +48,7 @@ def test_live_table_burst_total_is_per_round_from_the_release_as_in_the_report()
             row = record(phase="burst-2", scenario="burst", tokens=100, start=start + i * 0.01, e2e=e2e)
             table.add({**row, "round": rnd, "release_offset_s": i * 0.01})
     burst = {row["phase"]: row for row in table.rows()}["burst-2"]
-    assert burst["total_tps_phase"] == pytest.approx(200 / 4.01)
+    assert burst["total_tps"] == pytest.approx(200 / 4.01)
 
 
 def free_port() -> int:
@@ -62,6 +62,7 @@ def get(url: str) -> bytes:
         return response.read()
 
 
+@pytest.mark.slow  # a web UI run: 18 s
 def test_web_ui_serves_the_llm_tab_and_fills_it_during_a_run(start_sim, tmp_path):
     sim = start_sim(decode_tps=200.0)
     ui, base = start_web_ui(sim.url, tmp_path)
@@ -85,7 +86,7 @@ def test_web_ui_serves_the_llm_tab_and_fills_it_during_a_run(start_sim, tmp_path
         assert csv_text.splitlines()[0].startswith("scenario,phase,round")
         assert sum(1 for line in csv_text.splitlines() if line.startswith("chat,")) == 3
         assert "./llm/report.html" in json.dumps(args["extended_csv_files"])
-        # The suite ends by itself; its report is written into --llm-out and served beside the CSV.
+        # The suite ends by itself; its report is written into --out and served beside the CSV.
         report = _wait(lambda: get(base + "/llm/report.html").decode(), timeout_s=120)
         assert "llm-bench summary" in report and "burst-2" in report
         assert (tmp_path / "run" / "summary.md").exists()
@@ -109,16 +110,30 @@ def start_web_ui(host: str, tmp_path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "quick_suite.py"),
                            "--host", host, "--web-host", "127.0.0.1", "--web-port", str(port),
-                           "--llm-out", str(tmp_path / "run")], cwd=tmp_path,
+                           "--out", str(tmp_path / "run")], cwd=tmp_path,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return ui, f"http://127.0.0.1:{port}"
 
 
-def start_run(base: str, host: str) -> None:
+def start_run(base: str, host: str, **fields) -> None:
     """Press start as the form does, with the suite's options from the form."""
     form = urllib.parse.urlencode({"user_count": 1, "spawn_rate": 1, "host": host, "runs": 1,
-                                   "only": "chat,burst", "bursts": "1,2"}).encode()
+                                   "only": "chat,burst", "bursts": "1,2", **fields}).encode()
     urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
+
+
+def test_a_bad_value_in_the_start_form_fails_the_run_loudly(start_sim, tmp_path):
+    sim = start_sim()
+    ui, base = start_web_ui(sim.url, tmp_path)
+    try:
+        _wait(lambda: get(base + "/"))
+        start_run(base, sim.url, bursts="2,lots")
+        failure = _wait(lambda: json.loads((tmp_path / "run" / "failure.json").read_text()))
+        assert failure["cause"].startswith("ValueError: --bursts: expected counts like 1,4,12, got '2,lots'"), failure
+        assert "QuickSuite" in failure["during"]
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
 
 
 def _wait(probe, timeout_s: float = 30.0):

@@ -113,6 +113,7 @@ def run_together(commands: list[str], checkout: Path) -> list[str]:
     return outputs
 
 
+@pytest.mark.slow  # every README command, the quick suite and selftest among them
 @pytest.mark.timeout(1500)
 def test_every_readme_command_runs_as_written(tmp_path):
     checkout = fresh_copy(tmp_path / "llm-bench")

@@ -105,8 +105,10 @@ def test_smollm2_decode_agrees_with_llamacpp_on_answers_that_end_by_themselves(s
 
 def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delivery(smollm2_ngram_server, tmp_path):
     out = tmp_path / "list"
-    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, "--question", LIST_PROMPT, "--requests", "3",
-                     "--out", str(out), timeout=300)
+    # One pass over three copies, each asked as written (a later pass's "(run 2)" opener makes another answer,
+    # which may run to the length limit).
+    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, *["--question", LIST_PROMPT] * 3,
+                     "--requests", "3", "--out", str(out), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out).query("scenario == 'chat'")
     assert (records["finish_reason"] == "stop").all() and (records["engine_draft_accepted_n"] > 0).all()
@@ -114,8 +116,8 @@ def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delive
     print("draft acceptance per request:", agreement["draft_acceptance_share"].round(3).tolist())
     # Copying: most tokens come from accepted drafts, written back to back, mostly read together.
     out = tmp_path / "copy"
-    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, "--question", COPY_PROMPT, "--requests", "2",
-                     "--out", str(out), timeout=300)
+    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, *["--question", COPY_PROMPT] * 2,
+                     "--requests", "2", "--out", str(out), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     copy = load_records(out).query("scenario == 'chat'")
     print(copy[["content_events", "bunched_events", "engine_draft_n", "engine_draft_accepted_n", "flags"]])
@@ -227,7 +229,8 @@ def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngra
         "model": vllm_ngram_server.model, "messages": chat.messages(question), "max_tokens": 256, "temperature": 0})
     stop = novel_stop_string(answer["choices"][0]["message"]["content"])
     out = tmp_path / "run"
-    result = run_cli("run", "chat", "--host", vllm_ngram_server.url, "--question", question, "--stop", stop,
+    # One pass over six copies, each asked as written: the answer the stop string was taken from.
+    result = run_cli("run", "chat", "--host", vllm_ngram_server.url, *["--question", question] * 6, "--stop", stop,
                      "--max-tokens", "256", "--requests", "6", "--out", str(out), timeout=600,
                      cpus=vllm_ngram_server.client_cpus)
     assert result.returncode == 0, result.stderr[-3000:]

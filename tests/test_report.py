@@ -68,9 +68,9 @@ DECODE_AND_SPEC_AFTER = {"vllm:request_generation_tokens_sum": 1300, "vllm:reque
                          "vllm:spec_decode_num_draft_tokens_total": 90, "vllm:spec_decode_num_accepted_tokens_total": 50}
 
 
-def synthetic_run(directory: Path, setup: str, speed: float, jitter: float = 0.0) -> Path:
+def synthetic_run(directory: Path, setup: str, speed: float, jitter: float = 0.0, runs: int = 2) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    write_csv(synthetic_rows(setup, speed, jitter=jitter), directory / "requests.csv")
+    write_csv(synthetic_rows(setup, speed, runs=runs, jitter=jitter), directory / "requests.csv")
     readings = [{"phase": "chat", "when": "before", "t": 10.5,
                  "metrics": {"vllm:time_to_first_token_seconds_sum": 1.0, "vllm:time_to_first_token_seconds_count": 2,
                              "vllm:prompt_tokens_total": 100, "vllm:generation_tokens_total": 1000, **DECODE_AND_SPEC_BEFORE}},
@@ -122,7 +122,7 @@ STUDY_ROWS = [
 def test_report_files_exist(runs):
     names = {p.name for p in runs["report"]}
     assert names == {"summary.md", "summary.csv", "report.html", "total_tps.png", "ttft_by_prompt.png",
-                     "token_latency.png", "engine_clock.csv"}
+                     "token_latency.png", "timeline.png", "engine_clock.csv"}  # no stall figures: no stalls.csv
     assert all(p.exists() and p.stat().st_size > 0 and p.parent == runs["slow"] for p in runs["report"])
     assert (runs["slow"] / "total_tps.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -151,7 +151,7 @@ def test_summary_markdown_has_the_header_warnings_and_tables(runs):
     headers = {tuple(h) for h in tables_in(text)}
     assert ("row", "decode_tps", "ttft_s", "n") in headers
     assert ("row", "total_tps", "ttft_p95_s", "start_spread_s", "per_user_decode_tps", "n") in headers
-    assert "| chat | 40.0 (40.0–40.0) | 0.110 (0.110–0.110) | 2 |" in text
+    assert "| chat | 40.0 (50% CI 40.0–40.0) | 0.110 (50% CI 0.110–0.110) | 2 |" in text  # 2 runs: min–max, 50%
     assert "| chat | 1 | 7 |" in text  # errors: one http_500 of 7 chat requests
 
 
@@ -165,8 +165,18 @@ def test_summary_csv_is_long_form(runs):
     assert found[["median", "min", "max", "n"]].astype(str).values.tolist() == [["2.0", "", "", "3"]]  # a count
 
 
+def test_each_headline_cell_of_the_html_carries_its_interval_on_hover(runs):
+    # The browser's own tooltip (a title) holds what a click opens: the interval at the level it reached.
+    for page in (runs["slow"] / "report.html", runs["compare_dir"] / "compare.html"):
+        titles = re.findall(r'<details title="([^"]*)">', page.read_text())
+        assert titles and any(re.search(r"\d+% CI [\d.]+–[\d.]+ \(order statistics", t) for t in titles)
+    long = pd.read_csv(runs["slow"] / "summary.csv")
+    medians = long[long["ci_method"] == "order statistics"]
+    assert len(medians) and ((medians["ci_low"] <= medians["median"]) & (medians["median"] <= medians["ci_high"])).all()
+
+
 def test_html_is_self_contained(runs):
-    for page, charts in ((runs["slow"] / "report.html", 3), (runs["compare_dir"] / "compare.html", 3)):
+    for page, charts in ((runs["slow"] / "report.html", 4), (runs["compare_dir"] / "compare.html", 3)):
         html = page.read_text()
         assert "<table" in html and html.count("vegaEmbed('#chart-") == charts
         assert html.count("window.vegaEmbed=") == 1  # Vega's script inlined once
@@ -187,17 +197,33 @@ def test_compare_opens_with_the_studys_three_tables_one_column_per_setup(runs):
     legend = ["- **A**: slow-engine (engine sim, model tiny)", "- **B**: fast-engine (engine sim, model tiny)",
               "- **C**: close-engine (engine sim, model tiny)"]
     assert "\n".join(legend) in text
-    assert "| chat | A | 40.0 (40.0–40.0) | 0.110 (0.110–0.110) | 2 |" in text  # details: a line per setup
-    assert "| chat | C | 40.0 (28.0–52.0) |" in text
+    assert "| chat | A | 40.0 (50% CI 40.0–40.0) | 0.110 (50% CI 0.110–0.110) | 2 |" in text  # a line per setup
+    assert "| chat | C | 40.0 (50% CI 28.0–52.0) |" in text
+    assert "| needle-32k all depths | A | 2 | 67% (90% CI 14%–98%) | 3.000 (75% CI 3.000–3.000) | 3 |" in text
 
 
 def test_compare_says_the_result_in_words(runs):
     text = (runs["compare_dir"] / "compare.md").read_text()
     words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
-    assert "- fastest chat decode for one user: B (fast-engine), 80.0 tok/s" in words
-    assert "- most total tok/s with 12 at once: B (fast-engine), 463 tok/s" in words
-    assert "- quickest slowest first token with 4 at once: no clear winner (a tie)" in words
-    assert "- most needles found at 32K: no clear winner (a tie)" in words
+    # Two runs each: B decodes twice as fast in both, but the median of 2 runs has a 50% interval.
+    assert "- fastest chat decode for one user: can't tell at n = 2; run with --runs 5" in words
+    assert "- most total tok/s with 12 at once: can't tell at n = 2; run with --runs 5" in words
+    assert "- most needles found at 32K: can't tell at n = 3: the 90% intervals overlap" in words  # 2/3 each
+
+
+def test_with_five_runs_compare_names_the_setup_whose_interval_is_clear_of_the_others(tmp_path):
+    slow = synthetic_run(tmp_path / "slow", "slow", 1.0, runs=5, jitter=0.1)
+    fast = synthetic_run(tmp_path / "fast", "fast", 2.0, runs=5, jitter=0.1)
+    near = synthetic_run(tmp_path / "near", "near", 1.05, runs=5, jitter=0.1)  # 5% faster than slow, within its noise
+    write_compare([slow, fast, near], None, tmp_path / "cmp")
+    text = (tmp_path / "cmp" / "compare.md").read_text()
+    words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
+    assert ("- fastest chat decode for one user: B (fast), 80.0 tok/s (94% CI 72.0–88.0; its interval clear of "
+            "every other setup's, at 94%)") in words
+    two = ("- fastest chat decode for one user: can't tell at n = 5: the 94% intervals overlap")
+    write_compare([slow, near], None, tmp_path / "close")
+    close = (tmp_path / "close" / "compare.md").read_text()
+    assert two in close.split("## The result, in words", 1)[1]
 
 
 def test_compare_shows_the_faster_setup_ahead(runs):

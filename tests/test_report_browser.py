@@ -1,6 +1,6 @@
 """compare.html and report.html in a real browser (Debian's Chromium, headless, through Playwright):
-a hover on a bar shows its value, a click on a headline cell its range, three setups with long labels
-fit a 1400 px window, and the page asks for nothing but itself."""
+a hover on a bar shows its value, a click (or a hover) on a headline cell its interval and level, three
+setups with long labels fit a 1400 px window, and the page asks for nothing but itself."""
 
 from __future__ import annotations
 
@@ -53,13 +53,19 @@ def test_hovering_a_bar_shows_its_value(browser_page, pages):
     assert asked == [pages["compare"].as_uri()]  # self-contained: nothing else was fetched
 
 
-def test_a_click_on_a_headline_cell_opens_its_range(browser_page, pages):
+def test_a_click_or_a_hover_on_a_headline_cell_shows_its_interval_and_its_level(browser_page, pages):
     opened(browser_page, pages["compare"])
     cell = browser_page.locator("table.headline").first.locator("tbody tr").first.locator("td").nth(3)
     assert cell.locator("summary").inner_text() == "44.0"  # C's chat decode tok/s
     assert not cell.locator("small").is_visible()
+    shown = "50% CI 44.0–44.0 (order statistics: the min–max of 2); range 44.0–44.0, n=2"  # 2 runs: 50%
+    assert cell.locator("details").get_attribute("title") == shown  # the browser's own tooltip on a hover
     cell.locator("summary").click()
-    assert cell.locator("small").is_visible() and cell.locator("small").inner_text() == "range 44.0–44.0, n=2"
+    assert cell.locator("small").is_visible() and cell.locator("small").inner_text() == shown
+    needles = browser_page.locator("table.headline").nth(2).locator("tbody tr").first.locator("td").nth(1)
+    needles.locator("summary").click()
+    assert needles.locator("small").inner_text() == ("found in 2 of 3 answered requests; the share found: 90% CI "
+                                                     "14%–98% (Clopper-Pearson)")
 
 
 @pytest.mark.parametrize("name", ["compare", "report"])

@@ -7,6 +7,7 @@ from llm_bench.selftest import NO_STAMPS, TABLE_COLUMNS, accuracy, bare_accuracy
 from tests.conftest import run_cli
 
 
+@pytest.mark.slow  # three workloads and the bare reader: 5.5 s
 def test_small_selftest_prints_a_complete_table_with_bounded_errors(tmp_path):
     result = run_cli("selftest", "--small", "--out", str(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

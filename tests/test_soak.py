@@ -8,8 +8,11 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from tests.conftest import ROOT, load_records, read_truth
+
+pytestmark = pytest.mark.slow  # 700 streamed answers
 
 REQUESTS = 700
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bench_tasks.record import Record
-from bench_tasks.stream import Recorder, assemble_tool_calls
+from bench_tasks.stream import STALLS_KEPT, Recorder, assemble_tool_calls, parse_stalls
 
 
 def sse(obj) -> bytes:
@@ -188,6 +188,17 @@ def test_malformed_json_event():
     assert r.error == "malformed_event" and "{not json" in r.error_detail
 
 
+@pytest.mark.parametrize("odd", [
+    b'{"choices": "none"}', b'{"choices": [null]}', b'{"choices": [{"delta": "x"}]}', b'{"choices": [7]}',
+    b'{"choices": [{"delta": {"content": 5}}]}', b'{"choices": [{"delta": {"tool_calls": "call"}}]}',
+    b'{"choices": [{"delta": {"tool_calls": [3]}}]}', b'{"choices": [], "usage": "12 tokens"}',
+])
+def test_json_of_the_wrong_shape_is_a_malformed_event_and_what_came_before_is_kept(odd):
+    events = standard_events(3)[:2] + [b"data: " + odd + b"\n\n"] + standard_events(3)[2:]
+    _, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
+    assert r.error == "malformed_event" and odd.decode()[:20] in r.error_detail
+    assert r.ttft_s == pytest.approx(0.1)
+
 def test_no_usage_falls_back_to_counting_and_says_so():
     events = [sse(chunk(f"t{i}")) for i in range(4)] + [b"data: [DONE]\n\n"]
     _, r = measure([(0.1 * i, e) for i, e in enumerate(events)])
@@ -353,3 +364,80 @@ def test_the_first_token_stamp_is_as_coarse_as_the_read_that_brought_it():
     # Without kernel stamps nobody knows.
     _, unknown = measure([(t, e) for t, e, _late in late])
     assert unknown.ttft_uncertainty_s is None and unknown.read_lateness_max_s is None
+
+
+# -- stalls: gaps long against the stream's own rhythm --
+def paced(n_tokens: int, step_s: float, pauses: dict[int, float], finish="length", t0=1.0):
+    """Events of ``n_tokens`` one-token chunks ``step_s`` apart; ``pauses[i]`` lengthens the gap before token i."""
+    events, times, t = [], [], t0
+    for i in range(n_tokens):
+        t += step_s + pauses.get(i, 0.0) if i else 0.0
+        events.append(sse(chunk(f"w{i} ")))
+        times.append(t)
+    if finish == "stop":
+        t += step_s + pauses.get(n_tokens, 0.0)
+    events += [sse(chunk(finish=finish)), sse(usage_chunk(10, n_tokens + (finish == "stop"))), b"data: [DONE]\n\n"]
+    times += [t, t, t]
+    return list(zip(times, events))
+
+
+def test_stalls_are_gaps_long_against_the_streams_median_and_the_floor():
+    # 40 ms steps; pauses of 0.5, 0.09 (a 130 ms gap: above 3 x 40 ms but below the 0.1 s floor) and 0.2 s.
+    _, r = measure(paced(30, 0.04, {5: 0.5, 12: 0.09, 20: 0.2}), t_send=0.0)
+    assert r.gap_p50_s == pytest.approx(0.04) and r.stall_threshold_s == pytest.approx(0.12)
+    assert r.stall_count == 3 and r.stall_s == pytest.approx(0.54 + 0.13 + 0.24)
+    starts = [1.0 + 0.04 * 4 + 0.0, 1.0 + 0.04 * 11 + 0.5, 1.0 + 0.04 * 19 + 0.59]
+    assert r.stalls == ";".join(f"{s:.4f}:{g:.4f}" for s, g in zip(starts, (0.54, 0.13, 0.24)))
+    assert [pair[1] for pair in parse_stalls(r.stalls)] == pytest.approx([0.54, 0.13, 0.24])
+    # A fast stream: the floor decides; a 90 ms gap among 10 ms ones is not a stall worth naming.
+    _, fast = measure(paced(30, 0.01, {7: 0.08}))
+    assert fast.stall_threshold_s == pytest.approx(0.1) and fast.stall_count == 0 and fast.stalls == ""
+    assert fast.stall_s == 0.0
+
+
+def test_only_the_longest_stalls_are_kept_in_time_order_but_all_are_counted():
+    pauses = {3 * k: 0.2 + 0.01 * k for k in range(1, 9)}  # 8 stalls, each longer than the one before
+    _, r = measure(paced(30, 0.02, pauses))
+    assert r.stall_count == 8 and r.stall_s == pytest.approx(sum(0.02 + v for v in pauses.values()))
+    kept = parse_stalls(r.stalls)
+    assert len(kept) == STALLS_KEPT
+    assert [g for _, g in kept] == pytest.approx([0.02 + pauses[3 * k] for k in range(4, 9)])
+    assert [s for s, _ in kept] == sorted(s for s, _ in kept)
+
+
+def test_the_end_of_sequence_step_can_stall_and_one_event_has_no_stall_figures():
+    _, r = measure(paced(10, 0.03, {10: 0.4}, finish="stop"))  # the pause lands before the closing event
+    assert r.stall_count == 1 and parse_stalls(r.stalls)[0][1] == pytest.approx(0.43)
+    _, cut = measure(paced(10, 0.03, {}, finish="length"))
+    assert cut.stall_count == 0
+    _, single = measure(paced(1, 0.03, {}))
+    assert single.stall_count is None and single.stall_s is None and single.stalls == ""
+
+
+def test_ttfo_waits_for_the_answer_after_the_reasoning_and_reasoning_tokens_come_from_usage():
+    events = [sse(chunk("", role="assistant"))]
+    events += [sse(chunk(reasoning_content=f"r{i} ")) for i in range(3)]
+    events += [sse(chunk(f"a{i} ")) for i in range(2)]
+    usage = usage_chunk(10, 6)
+    usage["usage"]["completion_tokens_details"] = {"reasoning_tokens": 3}
+    events += [sse(chunk(finish="stop")), sse(usage), b"data: [DONE]\n\n"]
+    times = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.6, 0.6]
+    _, r = measure(list(zip(times, events)))
+    assert r.ttft_s == pytest.approx(0.1) and r.ttfo_s == pytest.approx(0.4) and r.reasoning_tokens == 3
+    _, plain = measure(list(zip([0.02, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9], standard_events(5))))
+    assert plain.ttfo_s == plain.ttft_s == pytest.approx(0.5) and plain.reasoning_tokens is None
+
+
+def test_slot_wait_is_the_first_tokens_wait_less_the_engines_prompt_time_and_the_round_trip():
+    timings = {"prompt_n": 10, "prompt_ms": 300.0, "predicted_n": 5, "predicted_ms": 400.0}
+    events = [sse(chunk(f"w{i}")) for i in range(5)] + [sse(chunk(finish="length")),
+                                                         sse(usage_chunk(10, 5, timings=timings)), b"data: [DONE]\n\n"]
+    timed = list(zip([1.0, 1.1, 1.2, 1.3, 1.4, 1.4, 1.4, 1.4], events))
+    recorder = Recorder(0.0)
+    recorder.rtt_s = 0.002
+    recorder.consume([(*item, None) for item in timed])
+    recorder.end(1.4)
+    r = recorder.fill(Record())
+    assert r.rtt_s == 0.002 and r.slot_wait_s == pytest.approx(1.0 - 0.3 - 0.002)
+    _, no_rtt = measure(timed)
+    assert no_rtt.rtt_s is None and no_rtt.slot_wait_s is None  # the network's share unknown: not guessed

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from locustfiles.transport import KERNEL_STAMPS, SO_TIMESTAMPNS, _stamped_tcp_socket, kernel_arrival, timed_chunks
+from locustfiles.transport import (KERNEL_STAMPS, SO_TIMESTAMPNS, TCP_INFO, _stamped_tcp_socket, kernel_arrival,
+                                  tcp_rtt_s, timed_chunks)
 
 
 class Reads:
@@ -137,3 +138,35 @@ def test_a_late_read_of_a_real_socket_is_stamped_when_the_bytes_arrived():
     listener.close()
     assert sent["t"] - 0.002 <= sock.t_received <= sent["t"] + 0.01  # not the read, 200 ms later
     assert t_read - sock.t_received > 0.15
+
+
+class FakeTcpInfo:
+    def __init__(self, info: bytes) -> None:
+        self.info = info
+
+    def getsockopt(self, level, option, size):
+        return self.info[:size]
+
+
+@pytest.mark.skipif(TCP_INFO is None, reason="TCP_INFO is Linux's")
+def test_the_round_trip_is_the_kernels_least_tcp_round_trip_in_seconds():
+    # struct tcp_info: 8 one-byte fields, then 32-bit ones: tcpi_rtt at byte 68, tcpi_min_rtt at byte 148.
+    words = [0] * 38
+    words[(68 - 8) // 4], words[(148 - 8) // 4] = 5378, 9
+    info = bytes(8) + struct.pack("=38I", *words)
+    assert tcp_rtt_s(FakeTcpInfo(info)) == pytest.approx(9e-6)
+    # An older kernel's shorter struct: the smoothed round trip; no sample yet: the same.
+    assert tcp_rtt_s(FakeTcpInfo(info[:104])) == pytest.approx(5378e-6)
+    words[(148 - 8) // 4] = 0xFFFFFFFF
+    assert tcp_rtt_s(FakeTcpInfo(bytes(8) + struct.pack("=38I", *words))) == pytest.approx(5378e-6)
+    assert tcp_rtt_s(FakeTcpInfo(info[:60])) is None and tcp_rtt_s(None) is None
+    # A real loopback connection: a few microseconds to a few hundred.
+    server = socket.create_server(("127.0.0.1", 0))
+    with server, socket.create_connection(server.getsockname()) as client:
+        peer, _ = server.accept()
+        with peer:
+            client.sendall(b"ask")
+            peer.recv(3)
+            peer.sendall(b"answer")
+            client.recv(6)
+            assert 0 < tcp_rtt_s(client) < 0.001

@@ -37,11 +37,10 @@ from pathlib import Path
 
 import orjson
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from bench_tasks.record import COLUMNS
+from bench_tasks.records_file import write_csv
 
-from bench_tasks.record import COLUMNS  # noqa: E402
-from bench_tasks.records_file import write_csv  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 CLI = [sys.executable, "-m", "llm_bench.cli"]
 CAPACITY_ARGS = ["--slo", "ttft_p95=0.5", "--think-time", "1-2", "--max-students", "8", "--step-s", "5",

@@ -1,9 +1,5 @@
-"""pytest fixtures for real engines on 127.0.0.1. Import them in tests/conftest.py as
-
-    from engines.fixtures import *  # noqa: F401,F403  (the fixtures below + the pytest_collection_finish hook)
-
-(`engines`, not `tests.engines`: tests/ has no __init__.py, so pytest puts tests/ itself on sys.path;
-`tests.engines` only resolves under `python -m pytest` from the repo root.)
+"""pytest fixtures for real engines on 127.0.0.1, imported by tests/conftest.py (the fixtures below and the
+pytest_collection_finish hook; pyproject's pythonpath puts the repository root on sys.path).
 
   llamacpp_server  session: llama.cpp (xllamacpp) + tiny random GGUF; 4 slots, unified KV, ctx 32768  -> LlamaServer
   smollm2_server   session: llama.cpp + SmolLM2-135M-Instruct Q4_1 (trained weights); 4 slots, ctx 8192,

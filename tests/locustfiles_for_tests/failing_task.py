@@ -1,7 +1,7 @@
 """The quick suite whose chat user raises in its second job (mid-suite, after records were written)."""
 
 from locustfiles.burst import BurstUser
-from locustfiles.coordination import SuiteShape
+from locustfiles.suite_shape import SuiteShape
 from locustfiles.quick_suite import ChatQuestionUser
 
 

@@ -2,7 +2,7 @@
 
 import gevent
 
-from locustfiles.coordination import SuiteShape
+from locustfiles.suite_shape import SuiteShape
 from locustfiles.quick_suite import ChatQuestionUser
 
 
