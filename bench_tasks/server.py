@@ -55,7 +55,7 @@ def _request(base_url: str, path: str, body: dict | None, api_key: str, timeout_
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             raw = response.read()
     except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode("utf-8", "replace")
+        detail = " ".join(exc.read()[:300].decode("utf-8", "replace").split())  # one line, as errors are printed
         raise ServerError(f"{url} answered HTTP {exc.code}: {detail}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)

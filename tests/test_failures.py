@@ -64,8 +64,9 @@ def odd_server():
                 answer = answers.get(self.path)
                 if callable(answer):
                     answer = answer(asked[self.path])
-                if answer is None:
-                    self._send(404, "text/plain", b"not here")
+                if answer is None:  # a page of several lines, as web servers answer a path they lack
+                    self._send(404, "text/html", b"<!DOCTYPE HTML>\n<html>\n  <body>\n    <h1>Not Found</h1>\n"
+                                                 b"  </body>\n</html>\n")
                 elif self.path == "/v1/chat/completions":
                     events = b"".join(b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n"
                                       for e in answer)
@@ -121,7 +122,8 @@ def assert_one_failure_line(result: subprocess.CompletedProcess, out: Path, duri
     {"data": []},
     ["m"],
     "<html>a web page, not an API</html>",
-], ids=["data-not-a-list", "no-ids", "null-id", "no-models", "a-list", "html"])
+    None,  # not served: a 404 page of several lines
+], ids=["data-not-a-list", "no-ids", "null-id", "no-models", "a-list", "html", "404-page"])
 def test_odd_models_are_refused_by_the_server_check_in_one_line(odd_server, tmp_path, models):
     url = odd_server({"/v1/models": models, "/v1/chat/completions": STREAM})
     result, took_s = timed_cli("run", "chat", "--host", url, "--requests", "2", "--out", str(tmp_path / "run"))
