@@ -141,6 +141,14 @@ def timeline_chart(records: pd.DataFrame, found: pd.DataFrame, series: pd.DataFr
     return alt.vconcat(*panels, title=title).resolve_scale(x="independent", color="shared")
 
 
+def _series_scale(engine: pd.DataFrame) -> alt.Scale:
+    """The same colour for a series in every run; the legend lists only the series the engine gave
+    (llama.cpp serves no KV cache gauge: no "KV cache %" without a line)."""
+    given = set(engine["series"])
+    pairs = [(name, color) for name, color in zip(SERIES.values(), SERIES_COLORS) if name in given]
+    return alt.Scale(domain=[name for name, _ in pairs], range=[color for _, color in pairs])
+
+
 def _chosen_periods(requests: pd.DataFrame, found: pd.DataFrame) -> list[str]:
     ids = requests["request_id"].astype(str)
     stalled = found.groupby("request_id")["stall_s"].sum() if len(found) else pd.Series(dtype=float)
@@ -185,8 +193,7 @@ def _panel(requests: pd.DataFrame, found: pd.DataFrame, engine: pd.DataFrame, na
         return alt.vconcat(lanes_chart)
     line = alt.Chart(readings).mark_line(interpolate="step-after", point=False).encode(
         x=alt.X("t_s:Q", title="seconds since the run's first request", scale=alt.Scale(domain=domain)),
-        y=alt.Y("value:Q", title="engine"), color=alt.Color("series:N", title="engine", scale=alt.Scale(
-            domain=list(SERIES.values()), range=SERIES_COLORS)),  # the same colour for a series in every run
+        y=alt.Y("value:Q", title="engine"), color=alt.Color("series:N", title="engine", scale=_series_scale(engine)),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("t_s:Q", format=".1f", title="s"),
                  alt.Tooltip("value:Q", format=".3~f")])
     counts = line.transform_filter(alt.FieldOneOfPredicate(field="series", oneOf=["running", "waiting"]))

@@ -51,6 +51,17 @@ def test_the_engines_readings_are_placed_on_the_records_clock():
         pytest.approx([0.5, 1.5])
 
 
+def test_the_engines_legend_lists_only_the_series_it_gave_each_in_its_own_colour():
+    frame = rows_of(request("paste-chat", "a", 100.0, 0.1, 5.0), request("paste-4k", "p", 101.0, 2.0, 2.5))
+    series = pd.DataFrame({"t": [100.5, 101.5], "t_wall": [1.7e9 + 100.5, 1.7e9 + 101.5], "runner": ["local"] * 2,
+                           "requests_running": [1.0, 2.0], "requests_waiting": [0.0, 1.0],
+                           "kv_cache_usage": [float("nan")] * 2})  # llama.cpp: no KV cache gauge
+    chart = timeline.timeline_chart(frame, stalls.stalls(frame), series).to_dict()
+    engine = chart["vconcat"][0]["vconcat"][1]
+    scale = engine["encoding"]["color"]["scale"]
+    assert scale == {"domain": ["running", "waiting"], "range": timeline.SERIES_COLORS[:2]}
+
+
 def test_lanes_are_sampled_evenly_beyond_the_limit_and_the_title_says_so():
     frame = rows_of(*[request("class-40", f"u{i:02d}", float(i), 0.1, 1.0, scenario="classroom", students=40)
                       for i in range(45)])
