@@ -34,6 +34,7 @@ from llm_bench import headless
 
 TTFT_ERROR_LIMIT_S = 0.040  # beyond this a first-token figure says more about the client
 DELIVERED_LIMIT = 0.97  # share of the engine's true tok/s the client must see
+OVER_LIMIT_SHARE = 0.01  # first tokens dated more than TTFT_ERROR_LIMIT_S off: at most this share (the p99)
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,11 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
         "over_limit": int((ttft_err.abs() > TTFT_ERROR_LIMIT_S).sum()),
         "saturated": saturated,
     }
+    # Trustworthy: its figures were right, whatever the guard saw. A client whose guard flagged
+    # nothing can still have dated first tokens late (without kernel stamps the loop-lag probe misses
+    # a burst of reads served in one turn of the loop): those count against it too.
     row["trustworthy"] = bool(row["ttft_err_p50_ms"] <= TTFT_ERROR_LIMIT_S * 1000
+                              and row["over_limit"] <= OVER_LIMIT_SHARE * row["requests"]
                               and row["delivered_share"] >= DELIVERED_LIMIT and saturated == 0)
     return row
 
@@ -255,10 +260,17 @@ def verdict(table: pd.DataFrame) -> str:
     untrusted = table[~table["trustworthy"]]
     if untrusted.empty:
         return "This client was trustworthy at every load measured here."
-    first = untrusted.iloc[0]["workload"]
-    return (f"This client stops being trustworthy at {first}: TTFT error p50 over {TTFT_ERROR_LIMIT_S * 1000:.0f} ms, "
-            f"under {DELIVERED_LIMIT:.0%} of the true tok/s delivered, or saturated. Split the load over more "
+    first = untrusted.iloc[0]
+    limit_ms = TTFT_ERROR_LIMIT_S * 1000
+    said = (f"This client stops being trustworthy at {first['workload']}: TTFT error p50 over {limit_ms:.0f} ms, "
+            f"more than {OVER_LIMIT_SHARE:.0%} of first tokens off by more than {limit_ms:.0f} ms, under "
+            f"{DELIVERED_LIMIT:.0%} of the true tok/s delivered, or saturated. Split the load over more "
             f"processes or machines (--processes N, workers) below that point.")
+    missed = table[table["over_limit"] > table["saturated"]]
+    if len(missed):  # what a run would not have said: late first tokens its guard did not flag
+        said += "\nThe saturation guard flagged fewer requests than were really late in: " + "; ".join(
+            f"{row.workload} ({row.over_limit} late, {row.saturated} flagged)" for row in missed.itertuples())
+    return said
 
 
 def _slug(name: str) -> str:

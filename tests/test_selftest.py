@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from llm_bench.selftest import NO_STAMPS, TABLE_COLUMNS, accuracy, bare_accuracy
+from llm_bench.selftest import NO_STAMPS, TABLE_COLUMNS, accuracy, bare_accuracy, verdict
 from tests.conftest import run_cli
 
 
@@ -57,3 +57,23 @@ def test_bare_accuracy_joins_its_requests_with_the_truth():
     row = bare_accuracy(bare, truth)
     assert row["bare_ttft_err_p50_ms"] == pytest.approx(6.0)  # 3 and 9 ms late
     assert row["bare_cpu_us_per_token"] == pytest.approx(0.002 / 200 * 1e6)  # the tokens the engine sent it
+
+
+def test_first_tokens_dated_late_make_a_load_untrustworthy_even_when_the_guard_flagged_none():
+    # 100 requests, nothing flagged; 2 first tokens dated 60 ms after the engine wrote them (2% > 1%).
+    n = 100
+    records = pd.DataFrame({"scenario": ["chat"] * n, "ok": [True] * n, "request_id": [f"r{i}" for i in range(n)],
+                            "ttft_s": [0.1 + (0.06 if i < 2 else 0.0) for i in range(n)], "decode_tps": [100.0] * n,
+                            "t_send": [10.0] * n, "e2e_s": [2.0] * n, "completion_tokens": [100] * n,
+                            "flags": [""] * n})
+    truth = pd.DataFrame({"request_id": [f"r{i}" for i in range(n)], "decode_tps": [100.0] * n,
+                          "t_arrival": [10.0] * n, "t_first_token": [10.1] * n, "t_last_token": [12.0] * n,
+                          "completion_tokens": [100] * n})
+    row = accuracy(records, truth, {})
+    assert row["over_limit"] == 2 and row["saturated"] == 0 and not row["trustworthy"]
+    one_late = accuracy(records.assign(ttft_s=[0.16] + [0.1] * (n - 1)), truth, {})
+    assert one_late["over_limit"] == 1 and one_late["trustworthy"]  # 1%: the p99 may be late
+    table = pd.DataFrame([{**row, "workload": "W3 c=400 (no kernel stamps)"}])
+    said = verdict(table)
+    assert said.startswith("This client stops being trustworthy at W3 c=400 (no kernel stamps)")
+    assert said.endswith("fewer requests than were really late in: W3 c=400 (no kernel stamps) (2 late, 0 flagged)")
