@@ -39,7 +39,8 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
             recorder = _measure(resp, t_send, record, target)
             _report_live(user.environment, resp, record)
         break
-    if guard.untrustworthy(record.ttft_uncertainty_s, t_send):
+    sock = transport.request_socket(t_send)
+    if guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.served_late_s):
         add_flag(record, "client_saturated")
     return recorder
 

@@ -190,34 +190,44 @@ class StampedSocket(gevent.socket.socket):
     t_received: float | None = None  # perf_counter; None when the last read carried no kernel stamp
     lateness: float | None = None  # the read's time minus t_received: how long its newest bytes waited
     _drained = False  # the last read took everything the kernel had
+    # Without kernel stamps: the longest any read of this request was served after the loop had found
+    # its bytes, a lower bound of how late it was dated (None: not known here, see loop_on_wall_clock).
+    served_late_s: float | None = None
 
     def sendall(self, data, flags=0):
         self._drained = True  # the answer is yet to come
         self.t_sent = time.perf_counter()
         self.t_received = self.lateness = None  # a new request: nothing of it has arrived yet
+        self.served_late_s = None if KERNEL_STAMPS or not loop_on_wall_clock(self.hub.loop) else 0.0
         _request_sockets[gevent.getcurrent()] = self
         return super().sendall(data, flags)
 
     def recv(self, bufsize, flags=0):
-        if not KERNEL_STAMPS:
-            return super().recv(bufsize, flags)
         raw = self._sock
-        if self._drained and self.timeout != 0.0:
+        waited = self._drained and self.timeout != 0.0
+        if waited:
             # The last read emptied the socket: the next bytes are yet to come, so wait for them
             # first rather than pay a failed system call and an exception to learn it.
             self._wait_readable()
         while True:
             try:
-                data, ancdata, _flags, _address = raw.recvmsg(bufsize, _ANCILLARY_BYTES, flags)
+                if KERNEL_STAMPS:
+                    data, ancdata, _flags, _address = raw.recvmsg(bufsize, _ANCILLARY_BYTES, flags)
+                else:
+                    data = raw.recv(bufsize, flags)
                 break
             except BlockingIOError:
                 if self.timeout == 0.0:
                     raise
                 self._wait_readable()
+                waited = True
         self._drained = len(data) < bufsize
-        perf_now = time.perf_counter()
-        self.t_received = stamp = kernel_arrival(ancdata, time.time(), perf_now, self.t_sent)
-        self.lateness = None if stamp is None else perf_now - stamp
+        if KERNEL_STAMPS:
+            perf_now = time.perf_counter()
+            self.t_received = stamp = kernel_arrival(ancdata, time.time(), perf_now, self.t_sent)
+            self.lateness = None if stamp is None else perf_now - stamp
+        elif waited and self.served_late_s is not None:
+            self.served_late_s = max(self.served_late_s, time.time() - self.hub.loop.now())
         return data
 
     def _wait_readable(self) -> None:
@@ -229,6 +239,20 @@ class StampedSocket(gevent.socket.socket):
             self.hub.wait(self._read_event)
         finally:
             _waiting.pop(self, None)
+
+
+# Without kernel stamps a read is dated when it returns, and how late that is can be known in part:
+# the bytes a wait was woken for had come when the event loop last polled (libev's ev_now, wall clock),
+# so a read served later than that was dated at least that much late. When hundreds of streams' bytes
+# come together the loop serves their reads one after the other in one turn, and the last ones tens of
+# ms after its poll: a lag probe woken early in that turn sees none of it (measured: docs/accuracy.md
+# #the-saturation-guard). Where the loop's clock is not the wall clock (libuv's, gevent's loop on
+# Windows, counts from an arbitrary start) this is not known.
+LOOP_CLOCK_TOLERANCE_S = 60.0  # the loop's time is its last poll's: at most seconds old on a wall clock
+
+
+def loop_on_wall_clock(loop) -> bool:
+    return abs(time.time() - loop.now()) <= LOOP_CLOCK_TOLERANCE_S
 
 
 # socket -> when its wait for bytes times out (perf_counter); one watchdog checks them all.

@@ -3,13 +3,17 @@ with the kernel's receive stamp where there is one (a real socket)."""
 
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
+from locustfiles import transport
 from locustfiles.transport import (KERNEL_STAMPS, SO_TIMESTAMPNS, TCP_INFO, _stamped_tcp_socket, kernel_arrival,
                                   tcp_rtt_s, timed_chunks)
+from tests.conftest import ROOT
 
 
 class Reads:
@@ -112,21 +116,28 @@ def test_a_stamp_the_clocks_cannot_explain_is_not_used(wall_stamp, why):
     assert kernel_arrival([], 1000.250, 7.0, None) is None
 
 
-@pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps are read on 64-bit Linux only")
-def test_a_late_read_of_a_real_socket_is_stamped_when_the_bytes_arrived():
-    listener = socket.create_server(("127.0.0.1", 0))
-    sent = {}
-
+def _answering(listener, answers: list[tuple[float, bytes]], sent: dict) -> threading.Thread:
+    """Serve one connection: after its request, each answer's bytes after its delay (``sent[i]``: when)."""
     def serve():
         conn, _ = listener.accept()
         with conn:
             conn.recv(16)
-            sent["t"] = time.perf_counter()
-            conn.sendall(b"data: x\n")
+            for i, (delay_s, data) in enumerate(answers):
+                time.sleep(delay_s)
+                sent[i] = time.perf_counter()
+                conn.sendall(data)
             conn.recv(16)  # until the client closes
 
     server = threading.Thread(target=serve, daemon=True)
     server.start()
+    return server
+
+
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps are read on 64-bit Linux only")
+def test_a_late_read_of_a_real_socket_is_stamped_when_the_bytes_arrived():
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent = {}
+    server = _answering(listener, [(0.0, b"data: x\n")], sent)
     sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
     sock.connect(listener.getsockname())
     sock.sendall(b"go")
@@ -136,7 +147,7 @@ def test_a_late_read_of_a_real_socket_is_stamped_when_the_bytes_arrived():
     sock.close()
     server.join(5)
     listener.close()
-    assert sent["t"] - 0.002 <= sock.t_received <= sent["t"] + 0.01  # not the read, 200 ms later
+    assert sent[0] - 0.002 <= sock.t_received <= sent[0] + 0.01  # not the read, 200 ms later
     assert t_read - sock.t_received > 0.15
 
 
@@ -170,3 +181,105 @@ def test_the_round_trip_is_the_kernels_least_tcp_round_trip_in_seconds():
             peer.sendall(b"answer")
             client.recv(6)
             assert 0 < tcp_rtt_s(client) < 0.001
+
+
+# -- without kernel stamps: a read served long after the loop found its bytes is known to be late --
+
+class _Loop:
+    """A loop whose last poll found the bytes ``ago_s`` ago (libev's ev_now is on the wall clock)."""
+
+    def __init__(self, ago_s: float):
+        self.ago_s = ago_s
+
+    def now(self) -> float:
+        return time.time() - self.ago_s
+
+
+class _LoopThatPolled:
+    """The real loop, but its last poll was ``ago_s`` ago."""
+
+    def __init__(self, loop, ago_s: float):
+        self._loop, self.ago_s = loop, ago_s
+
+    def now(self) -> float:
+        return time.time() - self.ago_s
+
+    def __getattr__(self, name):
+        return getattr(self._loop, name)
+
+
+class _HubThatPolled:
+    """The real hub, waits and all, whose loop says its last poll was ``ago_s`` ago."""
+
+    def __init__(self, hub, ago_s: float):
+        self._hub, self.loop = hub, _LoopThatPolled(hub.loop, ago_s)
+
+    def __getattr__(self, name):
+        return getattr(self._hub, name)
+
+
+def _unstamped_reads(monkeypatch, served_ago_s: float | None):
+    """Two reads of a real socket without kernel stamps: one that waited for its bytes, then one
+    whose bytes were there already. Returns the socket's served_late_s after each."""
+    monkeypatch.setattr(transport, "KERNEL_STAMPS", False)
+    listener = socket.create_server(("127.0.0.1", 0))
+    # The answer comes while the client waits for it; the next one 50 ms later.
+    server = _answering(listener, [(0.05, b"data: x\n"), (0.05, b"data: y\n")], {})
+    sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
+    sock.connect(listener.getsockname())
+    if served_ago_s is not None:
+        sock.hub = _HubThatPolled(sock.hub, served_ago_s)
+    sock.sendall(b"go")
+    assert sock.recv(64) == b"data: x\n"  # woken by the loop: checked against its poll
+    after_wait = sock.served_late_s
+    time.sleep(0.2)  # the next bytes came meanwhile: read without a wait, when they came is unknown
+    sock._drained = False
+    assert sock.recv(64) == b"data: y\n"
+    assert sock.t_received is None and sock.lateness is None  # dated as the read returns
+    after_no_wait = sock.served_late_s
+    sock.close()
+    server.join(5)
+    listener.close()
+    return after_wait, after_no_wait
+
+
+def test_without_kernel_stamps_a_read_is_known_late_by_how_long_after_the_loop_found_its_bytes(monkeypatch):
+    after_wait, after_no_wait = _unstamped_reads(monkeypatch, served_ago_s=0.060)
+    assert after_wait == pytest.approx(0.060, abs=0.005)  # served 60 ms after the poll that found it
+    assert after_no_wait == after_wait  # a read that did not wait says nothing: the maximum stands
+
+
+def test_without_kernel_stamps_a_read_served_at_once_is_not_late(monkeypatch):
+    after_wait, _ = _unstamped_reads(monkeypatch, served_ago_s=None)  # the real loop, idle
+    assert 0.0 <= after_wait < 0.010
+
+
+def test_where_the_loops_clock_is_not_the_wall_clock_how_late_is_not_known(monkeypatch):
+    assert transport.loop_on_wall_clock(transport.gevent.get_hub().loop)  # libev here: ev_now is wall time
+    assert not transport.loop_on_wall_clock(_Loop(time.time() - 3000.0))  # libuv: seconds from its start
+    monkeypatch.setattr(transport, "KERNEL_STAMPS", False)
+    monkeypatch.setattr(transport, "loop_on_wall_clock", lambda loop: False)
+    sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    sock.connect(listener.getsockname())
+    sock.sendall(b"go")
+    assert sock.served_late_s is None
+    sock.close()
+    listener.close()
+
+
+# The guard's judgement, in a process of its own (importing locust monkey-patches the process).
+GUARD_JUDGES = """
+from locustfiles.guard import Guard
+watcher = Guard()
+print([watcher.untrustworthy(None, t_send=1.0, served_late_s=0.045),
+       watcher.untrustworthy(None, t_send=1.0, served_late_s=0.035),
+       watcher.untrustworthy(None, t_send=1.0, served_late_s=None),
+       watcher.untrustworthy(0.0, t_send=1.0, served_late_s=0.045)])
+"""
+
+
+def test_a_request_whose_reads_were_served_late_is_flagged_by_its_own_reads():
+    judged = subprocess.run([sys.executable, "-c", GUARD_JUDGES], capture_output=True, text=True, check=True, cwd=ROOT)
+    # 45 ms late: flagged; 35 ms: not; not known and no lag seen: not; kernel stamps: its own stamps judge.
+    assert judged.stdout.split("\n")[-2] == "[True, False, False, False]", judged.stderr[-2000:]
