@@ -11,8 +11,9 @@ Where reads carry no kernel stamp (macOS, TLS, an old kernel), a read is dated w
 the event loop's lag is what delays it: a greenlet wakes every ``interval_s`` and notes how late it
 woke; a request in flight while the lag passed ``TRUST_LIMIT_S`` is flagged, and so is a request one
 of whose reads was served more than ``TRUST_LIMIT_S`` after the loop had found its bytes (the probe
-alone misses a burst of reads served one after the other in one turn of the loop: transport.py). The process's CPU share
-is kept too, for the summary (client-HOST-PID.json): it says how busy the client was, not how wrong.
+alone misses a burst of reads served one after the other in one turn of the loop: transport.py). The
+process's CPU share is kept too, for the summary (client-HOST-PID.json): it says how busy the client
+was, not how wrong.
 Every process that sends requests watches itself while a run goes (the master sends none).
 """
 
@@ -74,7 +75,8 @@ class Guard:
         """Did a saturated sample start after ``t``? (cheap: called once per request)"""
         return bool(self._saturated_times) and self._saturated_times[-1] >= t
 
-    def untrustworthy(self, ttft_uncertainty_s: float | None, t_send: float, served_late_s: float | None = None) -> bool:
+    def untrustworthy(self, ttft_uncertainty_s: float | None, t_send: float,
+                      served_late_s: float | None = None) -> bool:
         """Are this request's stamps too coarse to trust? By its own stamps where the kernel dated its
         reads; where it did not, by how late its own reads were served (``served_late_s``, where known)
         and by the event loop's lag while it ran."""
