@@ -132,8 +132,9 @@ def _worker_holding_the_chat_user(out: Path, workers: list[subprocess.Popen]) ->
 
 def test_processes_on_one_machine_merge_every_record(start_sim, tmp_path):
     sim = start_sim(decode_tps=300.0)
-    out = tmp_path / "run"
+    out, port = tmp_path / "run", str(free_port())  # not Locust's 5557: the README's room may hold it meanwhile
     result = subprocess.run([sys.executable, "-m", "locust", "-f", str(SUITE), "--headless", "--processes", "2",
+                             "--master-bind-port", port, "--master-port", port,
                              "--host", sim.url, "--out", str(out), "--sizes", "300", "--needle-sizes", "400",
                              "--runs", "2", "--bursts", "1,4"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=240)
