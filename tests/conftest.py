@@ -14,6 +14,8 @@ import pytest
 
 import simengine
 from analysis.load import load_run
+from tests.engines.cache import cache_root, file_lock
+from tests.machine import Machine
 from tests.engines.fixtures import (  # noqa: F401 - real engines, started once per session
     engine_cache_dir,
     llamacpp_server,
@@ -29,11 +31,11 @@ ENGINE_FIXTURES = {"llamacpp_server", "smollm2_server", "smollm2_ngram_server", 
 BROWSER_FIXTURES = {"chromium", "browser_page"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m selects: the markers must be on the tests by then
+@pytest.hookimpl(tryfirst=True)  # the marks must be on before -m selects and before xdist reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
     """``engines`` on every test that uses a real engine's fixture, ``browser`` on every test that drives
     Chromium; a marker expression that does not name ``slow`` leaves the slow tests out (the developer's
-    loop, ``-m "not engines and not browser"``). Without -m every test runs."""
+    loop, ``-m "not engines and not browser"``). Without -m every test runs. Then the workers' share."""
     for item in items:
         used = set(item.fixturenames)
         if used & ENGINE_FIXTURES:
@@ -45,6 +47,77 @@ def pytest_collection_modifyitems(config, items) -> None:
         slow = [item for item in items if item.get_closest_marker("slow")]
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+    share_among_workers(items)
+
+
+# The longest tests, by module: handed out first, while the first worker starts the engines, so that
+# none of them is left to end the run alone (a scheduling hint: a module missing here costs minutes,
+# never a result).
+LONGEST_FIRST = ("test_readme.py", "test_install.py", "test_distributed.py", "test_faults.py", "test_failures.py")
+ALONE_GROUP = "alone-and-engines"
+
+
+def share_among_workers(items) -> None:
+    """What each pytest-xdist worker (``--dist loadgroup``) runs, in which order. The tests that need the
+    machine alone and every real engine's tests are one group, on one worker: each engine starts once,
+    and the ``alone`` tests run back to back, holding the machine as one block (tests/machine.py). The
+    engines' other tests come first in it: they start the engines (vLLM, a minute) while the machine is
+    shared. A module whose fixtures are made once per module is a group; every other test is handed
+    out on its own, the longest first."""
+    def order(item):
+        if _in_alone_group(item):
+            return (0, item.get_closest_marker("alone") is not None, 0)
+        name = item.path.name
+        return (1, name not in LONGEST_FIRST, LONGEST_FIRST.index(name) if name in LONGEST_FIRST else 0)
+
+    items.sort(key=order)  # stable: a module's tests keep their order
+    for item in items:
+        if _in_alone_group(item):
+            item.add_marker(pytest.mark.xdist_group(ALONE_GROUP))
+        elif _has_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+
+def _in_alone_group(item) -> bool:
+    return item.get_closest_marker("alone") is not None or item.get_closest_marker("engines") is not None
+
+
+def _has_module_fixture(item) -> bool:
+    definitions = getattr(item, "_fixtureinfo", None)
+    return definitions is not None and any(
+        fixture.scope == "module" for chain in definitions.name2fixturedefs.values() for fixture in chain)
+
+
+def pytest_configure(config) -> None:
+    """Stop at once a run whose groups would not take: its workers would each start every engine (three
+    vLLMs at 4.5 GB each) and run the ``alone`` tests side by side. pytest-xdist 3.8 names a test's
+    group in its node id (``item._nodeid``), which pytest 9.2 no longer reads (pytest-xdist#1386)."""
+    if config.getoption("dist", "no") == "loadgroup" and not _node_ids_can_be_renamed():
+        raise pytest.UsageError(f"pytest-xdist's --dist loadgroup cannot group tests under pytest {pytest.__version__} "
+                                "(pytest-xdist#1386): install the versions pyproject.toml names, or run with -n 0")
+
+
+def _node_ids_can_be_renamed() -> bool:
+    probe = object.__new__(pytest.Function)  # how pytest-xdist renames a test, tried on a bare one
+    probe._nodeid = "probe@group"
+    try:
+        return probe.nodeid == "probe@group"
+    except AttributeError:
+        return False
+
+
+MACHINE = Machine()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout: a wait for the machine is no test's
+def pytest_runtest_protocol(item, nextitem):
+    alone = item.get_closest_marker("alone") is not None
+    MACHINE.take(alone=alone)
+    try:
+        return (yield)
+    finally:
+        if not (alone and nextitem is not None and nextitem.get_closest_marker("alone")):
+            MACHINE.release()
 
 
 @pytest.fixture
@@ -100,9 +173,11 @@ def chromium() -> str:
     """Debian's Chromium, installed when missing (CI runs as root); no browser is downloaded at run time."""
     path = shutil.which("chromium")
     if path is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=300)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], env=env, check=False, timeout=600)
+        with file_lock(cache_root() / "locks" / "chromium.lock"):  # one apt-get at a time (xdist's workers)
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            if shutil.which("chromium") is None:
+                subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=300)
+                subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], env=env, check=False, timeout=600)
         path = shutil.which("chromium")
     if path is None:
         if os.environ.get("CI"):

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import ROOT, load_records, read_truth, run_cli, split_cores
 
+pytestmark = pytest.mark.alone  # its figures are held to a truth: the machine to itself (tests/machine.py)
+
 NO_KERNEL_STAMPS = {**os.environ, "LLM_BENCH_KERNEL_STAMPS": "0"}  # what macOS and Windows have
 
 

@@ -13,7 +13,8 @@ import pytest
 from bench_tasks import slo
 from tests.conftest import load_records, run_cli
 
-pytestmark = pytest.mark.slow  # capacity searches: a minute each
+# Capacity searches, a minute each, whose classes are judged on first tokens a loaded machine would delay.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 # The class the search must find, worked out on paper for the engine and the class below:
 # - 4 slots; prefill 1e6 tok/s (a conversation of at most ~2K tokens prefills in at most 2 ms);

@@ -7,7 +7,8 @@ import pytest
 from tests.conftest import run_cli
 from tests.test_report import markdown_tables
 
-pytestmark = pytest.mark.slow  # three quick suites
+# Three quick suites, whose winners are decided on intervals another process's load would widen.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 # Decode 900 and 225 tok/s (the ratio of 4 the test tells apart): the slow setup's answers take most of its time.
 SETUPS = {"sim 12 slots": {"slots": 12, "decode_tps": 900.0},

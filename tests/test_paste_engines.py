@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import load_records, run_cli
 
+pytestmark = pytest.mark.alone  # its figures are held to a truth: the machine to itself (tests/machine.py)
+
 LONG_S = 1.0  # a chat question's own prompt pauses the others ~0.3 s; a 1k paste, seconds
 
 

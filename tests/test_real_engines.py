@@ -16,6 +16,10 @@ from analysis.load import load_metric_names, load_metrics
 from bench_tasks import chat, server
 from tests.conftest import load_records, run_cli
 
+# The agreement tests hold our figures to the engine's own clock: the machine to themselves
+# (tests/machine.py). The others check what was recorded, on a shared machine.
+ALONE = pytest.mark.alone
+
 SMALL_SUITE = ["--sizes", "1k,2k", "--needle-sizes", "1k", "--bursts", "1,4", "--runs", "1"]
 
 
@@ -55,6 +59,7 @@ def test_llamacpp_quick_suite(llamacpp_server, tmp_path):
     assert records["engine_predicted_ms"].notna().all()  # llama.cpp's own timings were read
 
 
+@ALONE
 def test_llamacpp_decode_agrees_with_its_own_timings(llamacpp_server, tmp_path):
     out = tmp_path / "run"
     result = run_cli("run", "chat", "--host", llamacpp_server.url, "--requests", "6", "--max-tokens", "256",
@@ -88,6 +93,7 @@ def assert_decode_agrees_per_phase(records: pd.DataFrame) -> pd.DataFrame:
     return agreement
 
 
+@ALONE
 def test_smollm2_decode_agrees_with_llamacpp_on_answers_that_end_by_themselves(smollm2_server, tmp_path):
     out = tmp_path / "run"
     result = run_cli("quick", "--host", smollm2_server.url, "--only", "chat,agent,needle", "--needle-sizes", "1k",
@@ -103,6 +109,7 @@ def test_smollm2_decode_agrees_with_llamacpp_on_answers_that_end_by_themselves(s
     assert_decode_agrees_per_phase(records)
 
 
+@ALONE
 def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delivery(smollm2_ngram_server, tmp_path):
     out = tmp_path / "list"
     # One pass over three copies, each asked as written (a later pass's "(run 2)" opener makes another answer,
@@ -172,6 +179,7 @@ def test_vllm_quick_suite(vllm_server, tmp_path):
     assert (records["first_event_tokens_source"] == "usage").all()
 
 
+@ALONE
 def test_vllm_ttft_beside_its_own_histogram(vllm_server, tmp_path):
     out = tmp_path / "run"
     result = run_cli("quick", "--host", vllm_server.url, "--only", "chat,prompt", "--sizes", "1k", "--runs", "2",
@@ -222,6 +230,7 @@ def novel_stop_string(text: str, length: int = 6) -> str:
     raise AssertionError(f"no piece of the answer appears first past its middle: {text!r}")
 
 
+@ALONE
 @pytest.mark.timeout(900)
 def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngram_server, tmp_path):
     question = chat.QUESTIONS[1]

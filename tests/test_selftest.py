@@ -8,6 +8,7 @@ from tests.conftest import run_cli
 
 
 @pytest.mark.slow  # three workloads and the bare reader: 5.5 s
+@pytest.mark.alone  # engine and client pinned a core each, as the selftest does
 def test_small_selftest_prints_a_complete_table_with_bounded_errors(tmp_path):
     result = run_cli("selftest", "--small", "--out", str(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

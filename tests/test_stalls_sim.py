@@ -13,6 +13,8 @@ from analysis import stalls
 from bench_tasks.stream import STALLS_KEPT, parse_stalls
 from tests.conftest import load_records, read_truth, run_cli, split_cores
 
+pytestmark = pytest.mark.alone  # its figures are held to a truth: the machine to itself (tests/machine.py)
+
 # A 2k paste is read in chunks of 1021 tokens (1024 less the 3 decoding chats) at 4000 tok/s: 255 ms
 # pauses; a chat decodes at 50 tok/s (20 ms a token), so its threshold is the 0.1 s floor.
 PASTE_SIM = dict(prefill_mode="batched", n_batch=1024, prefill_tps=4000.0, decode_tps=50.0, decode_slowdown=0.0,
