@@ -36,18 +36,17 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
                 resp.request_meta["request_type"] = "RECONNECT"  # visible live, not a failure
                 resp.success()
                 continue
-            recorder = _measure(resp, t_send, record, target)
+            sock = transport.request_socket(t_send)
+            recorder = _measure(resp, t_send, record, target, sock)
             _report_live(user.environment, resp, record)
         break
-    sock = transport.request_socket(t_send)
     if guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.served_late_s):
         add_flag(record, "client_saturated")
     return recorder
 
 
-def _measure(resp, t_send: float, record: Record, target: Target) -> Recorder:
-    """Read one response to its end; the clock starts when the request really left."""
-    sock = transport.request_socket(t_send)
+def _measure(resp, t_send: float, record: Record, target: Target, sock: transport.StampedSocket | None) -> Recorder:
+    """Read one response to its end; the clock starts when the request really left (on ``sock``)."""
     recorder = Recorder(t_send if sock is None else sock.t_sent, target.profile.first_event_tokens)
     recorder.headers(transport.received_at(sock))
     recorder.rtt_s = transport.tcp_rtt_s(sock)  # once per request: the network's share of the wait

@@ -37,7 +37,7 @@ SCENARIOS = ("chat", "agent", "burst")
 # suite runs beside other tests, and a client woken a few ms late still reads them one event at a time
 # (at 2.5 ms a busy minute lumped half a chat's events into shared reads, rightly flagged `bunched`,
 # though the engine had sent them apart). The buffered stream comes whole at its end: within --read-timeout.
-READ_WHOLE = ("no_usage", "keepalive", "crlf", "split")
+READ_WHOLE = tuple(kind for kind, error in FAULTS.items() if not error and kind != "buffered")
 READ_WHOLE_TPS = 100.0
 IN_THE_LOOP = ("malformed", "http429")  # a broken stream and a refusal: the rest are slow
 
