@@ -2,10 +2,14 @@
 
     python -m llm_bench.bare_reader URL BODY_FILE --streams N --requests-per-stream R --out FILE
 
-One ``asyncio.Protocol`` per stream, on one keep-alive connection, sends its requests back to back
+One asyncio protocol per stream, on one keep-alive connection, sends its requests back to back
 (BODY_FILE: the JSON body llm-bench sends). It parses nothing: per read it counts the content events
 with ``bytes.count`` and looks for the end of the chunked body; per request it reads the response id
-from the headers once. A request's first token is stamped when ``data_received`` first sees content
+from the headers once. It reads into a buffer of its own (``asyncio.BufferedProtocol``): a plain
+``asyncio.Protocol`` is handed a new ``bytes`` of asyncio's 256 KiB read size per read, which glibc
+maps and unmaps for every read (strace at W3 c=400: an mmap, mremap and munmap per recv), and that
+cost it 24 to 29 us per token where this reader costs 15 to 17.5 (measured 2026-12-05, docs/accuracy.md
+#what-the-stream-costs): a floor that high would flatter whatever is held against it. A request's first token is stamped when ``data_received`` first sees content
 bytes (``perf_counter``, the machine's monotonic clock, as the engine's truth log). It writes JSON:
 its CPU time (``time.process_time``: user and system) and wall time from the first connection to the
 last answer, and per request the id, the send time, the first content time and the content events.
@@ -28,12 +32,16 @@ TAIL = len(CONTENT) - 1  # bytes kept from a read: a pattern cut between two rea
 REQUEST_ID = b"\r\nx-request-id: "
 
 
-class Stream(asyncio.Protocol):
+READ_BYTES = 65536
+
+
+class Stream(asyncio.BufferedProtocol):
     def __init__(self, head: bytes, requests: int, results: list, finished: asyncio.Future) -> None:
         self.head, self.left, self.results, self.finished = head, requests, results, finished
         self.transport: asyncio.Transport | None = None
         self.current: dict = {}
         self.tail = self.response_head = b""
+        self.buffer = memoryview(bytearray(READ_BYTES))
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -44,6 +52,12 @@ class Stream(asyncio.Protocol):
         self.tail = self.response_head = b""
         self.current = {"request_id": None, "t_send": perf_counter(), "t_first_content": None, "content_events": 0}
         self.transport.write(self.head)
+
+    def get_buffer(self, _sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.buffer[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
         t = perf_counter()

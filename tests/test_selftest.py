@@ -3,8 +3,12 @@
 import pandas as pd
 import pytest
 
+from bench_tasks import chat, engine
+from bench_tasks.payload import chat_body, encode
+from llm_bench import bare_reader
 from llm_bench.selftest import NO_STAMPS, TABLE_COLUMNS, accuracy, bare_accuracy, verdict
-from tests.conftest import run_cli
+from simengine import SimConfig
+from tests.conftest import read_truth, run_cli
 
 
 @pytest.mark.slow  # three workloads and the bare reader: 5.5 s
@@ -23,6 +27,23 @@ def test_small_selftest_prints_a_complete_table_with_bounded_errors(tmp_path):
     assert (table["ttft_err_p50_ms"].abs() < 20).all()
     assert (table["decode_err_p50_pct"].abs() < 2).all()
     assert (table["delivered_share"] > 0.9).all() and (table["delivered_share"] < 1.05).all()
+
+
+def test_bare_reader_counts_every_content_event_the_engine_sent(start_sim):
+    # Events of several tokens; streams cut into fragments at any byte (split) and streams held and sent
+    # whole (buffered): every content event counted once, per request.
+    sim = start_sim(slots=8, decode_tps=400.0, decode_slowdown=0.0, tokens_per_event=3, answer_tokens_min=60,
+                    answer_tokens_max=60, fault_rate=1.0, fault_kinds="split,buffered")
+    body = chat_body(SimConfig().model, chat.messages(chat.QUESTIONS[0], ""), 60, ignore_eos=True,
+                     extras=engine.profile("sim").extras())
+    result = bare_reader.run(sim.url, encode(body), streams=4, requests_per_stream=3, timeout_s=60)
+    requests = pd.DataFrame(result["requests"]).set_index("request_id")
+    truth = read_truth(sim.truth_log).set_index("request_id")
+    assert len(requests) == 12 and "error" not in requests
+    assert (requests["content_events"] == 20).all()  # 60 tokens, 3 per event
+    assert (truth.loc[requests.index, "completion_tokens"] == 60).all()
+    assert set(truth["fault"]) == {"split", "buffered"}
+    assert (requests["t_first_content"] > requests["t_send"]).all() and result["cpu_s"] > 0
 
 
 def test_accuracy_joins_on_request_id_and_computes_each_figure():
