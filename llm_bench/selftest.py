@@ -153,9 +153,7 @@ def _kernel_stamps(on: bool):
 def read_bare(workload: Workload, model: str, url: str, out_dir: Path, cpu: int | None) -> dict:
     """The bare reader on the same streams: the body llm-bench sends to this engine, in a process of
     its own on the client's core."""
-    body = chat_body(model, chat.messages(chat.QUESTIONS[0], "run 1"), workload.tokens, ignore_eos=True,
-                     extras=engine.profile("sim").extras())
-    (out_dir / "bare-body.json").write_bytes(encode(body))
+    write_bare_body(workload, model, out_dir / "bare-body.json")
     out = out_dir / "bare-reader.json"
     timeout_s = 60 + 3 * workload.requests_per_stream * workload.tokens / workload.stream_tps
     pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
@@ -164,6 +162,13 @@ def read_bare(workload: Workload, model: str, url: str, out_dir: Path, cpu: int 
                     "--timeout-s", str(timeout_s), "--out", str(out)],
                    check=True, timeout=timeout_s + 30, preexec_fn=pin)
     return json.loads(out.read_text())
+
+
+def write_bare_body(workload: Workload, model: str, path: Path) -> None:
+    """The body llm-bench sends the simulated engine in this workload, for a reader of the same streams."""
+    body = chat_body(model, chat.messages(chat.QUESTIONS[0], "run 1"), workload.tokens, ignore_eos=True,
+                     extras=engine.profile("sim").extras())
+    path.write_bytes(encode(body))
 
 
 def bare_accuracy(bare: dict, truth: pd.DataFrame) -> dict:
