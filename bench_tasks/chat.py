@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 QUESTIONS: tuple[str, ...] = (
     "In three sentences, why is the sky blue?",
     "Write a short Python function that checks whether a string is a palindrome, and explain it briefly.",
@@ -17,3 +19,10 @@ def messages(question: str, asker: str = "") -> list[dict]:
     came in 0.009 s instead of 0.07 s, and a burst's third round read its cached prompts at a fifth of
     the first round's slowest first token: docs/engines.md#llamacpp-prefix-cache)."""
     return [{"role": "user", "content": f"({asker}) {question}" if asker else question}]
+
+
+def nth_question(n: int, questions: Sequence[str] = ()) -> tuple[str, int]:
+    """The ``n``-th question asked (from 0) and the pass it belongs to (from 1): ``questions`` (the
+    user's ``--question``) in turn, else QUESTIONS."""
+    questions = questions or QUESTIONS
+    return questions[n % len(questions)], n // len(questions) + 1

@@ -168,11 +168,12 @@ OPTIONS: tuple[Option, ...] = (
            (RUN,), locust=False),  # Locust's own -u
     Option("--requests", positive_int, None, "requests in total, then the run ends (run paste, paste.py: "
            "documents pasted)", (RUN,), web_ui=True, command_default="9"),
-    Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); the "
-           "first pass asks them as written, each later pass opens them with its run, (run 2) ..., so none is read "
-           "from the cache",
+    Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); run "
+           "chat's first pass asks them as written, each later pass opens them with its run, (run 2) ..., so none is "
+           "read from the cache (run paste: every question opened afresh)",
            (RUN,), repeated=True),
-    Option("--stop", text, None, "end each answer at this stop string (OpenAI's `stop`; repeat it for several)",
+    Option("--stop", text, None, "end each answer at this stop string (OpenAI's `stop`; repeat it for several; "
+           "run paste: the chats' answers)",
            (RUN,), repeated=True),
     Option("--size", size, "4k", "run paste: tokens of each pasted document", (RUN,), locust=False, handed=True,
            handed_as="--paste-size"),  # paste.py's --paste-size, the classroom's too

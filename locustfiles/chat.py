@@ -27,13 +27,12 @@ class ChatUser(LLMUser):
         limit, n = self.options.requests, next(_started)
         if limit and n >= limit:
             raise StopUser()
-        questions = self.options.question or chat.QUESTIONS
-        run = n // len(questions) + 1
+        question, run = chat.nth_question(n, self.options.question)
         # The first pass asks the questions as written; each later pass opens them with its run, "(run 2) ...",
         # so that no answer is read from the prefix cache of an earlier pass.
         asker = f"run {run}" if run > 1 else ""
         record = self.new_record("chat", "chat", round=run, concurrency=self.environment.runner.user_count)
-        self.stream_chat(record, chat.messages(questions[n % len(questions)], asker), self.options.max_tokens,
+        self.stream_chat(record, chat.messages(question, asker), self.options.max_tokens,
                          ignore_eos=self.options.ignore_eos, stop=list(self.options.stop) or None)
         if limit and next(_finished) == limit:
             # The last answer is in: end the run (from another greenlet: quitting kills this one).

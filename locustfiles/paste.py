@@ -42,14 +42,13 @@ class PasteChatUser(LLMUser):
     def ask(self) -> None:
         if _chats.closing:
             raise StopUser()
-        n = next(_asked)
-        question = chat.QUESTIONS[n % len(chat.QUESTIONS)]
-        record = self.new_record(paste.SCENARIO, paste.CHAT_PHASE, round=n // len(chat.QUESTIONS) + 1,
+        question, run = chat.nth_question(next(_asked), self.options.question)
+        record = self.new_record(paste.SCENARIO, paste.CHAT_PHASE, round=run,
                                  concurrency=self.environment.runner.user_count)
         _chats.asked(self, time.perf_counter(), self.last_ttft_s)
         try:
             self.stream_chat(record, chat.messages(question, prompt.fresh_marker()), self.options.max_tokens,
-                             ignore_eos=self.options.ignore_eos)
+                             ignore_eos=self.options.ignore_eos, stop=list(self.options.stop) or None)
         finally:
             _chats.answered(self)
         self.last_ttft_s = record.ttft_s

@@ -31,3 +31,21 @@ def test_run_chat_asks_each_run_afresh(start_sim, tmp_path):
     assert sorted(records["round"]) == [1, 1, 1, 2, 2, 2] and records["ok"].all()
     cached_share = records["cached_tokens"] / records["prompt_tokens"]
     assert (cached_share < 0.5).all(), records[["round", "prompt_tokens", "cached_tokens"]]
+
+
+@pytest.mark.parametrize("workload", ["chat", "paste"])
+def test_run_asks_the_users_questions_and_ends_answers_at_their_stop(workload, start_sim, tmp_path):
+    # The simulated engine answers a question about a code word with it: the stop string cuts it there. The
+    # answers take a while (20 tok/s), so the pasting user sees them streaming and pastes.
+    sim = start_sim(decode_tps=20.0, prefill_tps=1e6)
+    out = tmp_path / workload
+    question = "Remember: the code word is PLUM7. What is the code word?"
+    result = run_cli("run", workload, "--host", sim.url, "--requests", "2", "--max-tokens", "40",
+                     "--question", question, "--stop", "PLUM", *(["--size", "1k"] if workload == "paste" else []),
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out)
+    chats = records[records["phase"].isin(["chat", "paste-chat"])]
+    assert len(chats) >= 2 and chats["ok"].all()
+    assert (chats["finish_reason"] == "stop").all() and (chats["completion_tokens"] < 10).all(), \
+        chats[["phase", "finish_reason", "completion_tokens"]]
