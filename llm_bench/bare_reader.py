@@ -5,16 +5,18 @@
 One asyncio protocol per stream, on one keep-alive connection, sends its requests back to back
 (BODY_FILE: the JSON body llm-bench sends). It parses nothing: per read it counts the content events
 with ``bytes.count`` and looks for the end of the chunked body; per request it reads the response id
-from the headers once. It reads into a buffer of its own (``asyncio.BufferedProtocol``): a plain
-``asyncio.Protocol`` is handed a new ``bytes`` of asyncio's 256 KiB read size per read, which glibc
-maps and unmaps for every read (strace at W3 c=400: an mmap, mremap and munmap per recv), and that
-cost it 24 to 29 us per token where this reader costs 15 to 17.5 (measured 2026-12-05, docs/accuracy.md
-#what-the-stream-costs): a floor that high would flatter whatever is held against it. A request's first token is stamped when ``data_received`` first sees content
+from the headers once. A request's first token is stamped when ``data_received`` first sees content
 bytes (``perf_counter``, the machine's monotonic clock, as the engine's truth log). It writes JSON:
 its CPU time (``time.process_time``: user and system) and wall time from the first connection to the
 last answer, and per request the id, the send time, the first content time and the content events.
 
 Content events are found by how the simulated engine opens a content delta; this reader is for it.
+
+It reads into a buffer of its own (``asyncio.BufferedProtocol``): a plain ``asyncio.Protocol`` is
+handed a new ``bytes`` of asyncio's 256 KiB read size per read, which glibc maps and unmaps for every
+read (strace at W3 c=400: an mmap, mremap and munmap per recv). That cost it 24 to 29 us per token
+where this reader costs 15 to 17.5 (measured 2026-12-05, docs/accuracy.md#what-the-stream-costs): a
+floor that high would flatter whatever is held against it.
 """
 
 from __future__ import annotations
