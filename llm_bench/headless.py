@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -126,7 +127,7 @@ def run_locust(locustfile: str | Path, url: str, out_dir: Path, users: int, extr
         "--host", url, "-u", str(users), "-r", str(max(users, 1)), "-t", f"{run_time_s}s",
         "--out", str(out_dir), "--only-summary", "--loglevel", "INFO", "--stop-timeout", "30",
         "--exit-code-on-error", "0", "--no-llm-report",  # the CLI writes the report itself
-        *extra,
+        *extra, *own_master_port(extra),
     ]
     env = dict(os.environ)
     env.pop("OPENAI_BASE_URL", None)  # the host is given; Locust must not pick another
@@ -157,6 +158,23 @@ def run_locust(locustfile: str | Path, url: str, out_dir: Path, users: int, extr
     if code != 0:
         raise UsageError(f"locust exited with code {code}; see {out_dir / 'locust.log'}")
     return code
+
+
+def own_master_port(argv: list[str]) -> list[str]:
+    """A port of its own for a ``--processes`` run's master and workers. Left to Locust they use 5557, and
+    a second such run on the machine cannot bind it: its workers then join the first run's master, which
+    measures with them (seen: 4 workers connected to a run of 2, the second run failed)."""
+    if "--processes" not in argv:
+        return []
+    port = str(free_port())
+    return ["--master-bind-port", port, "--master-port", port]
+
+
+def free_port() -> int:
+    """A TCP port free on every interface now (the kernel's pick)."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
 
 
 def _stop(child: subprocess.Popen) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -15,18 +15,13 @@ import pytest
 
 from bench_tasks.records_file import read_jsonl
 from bench_tasks.suite import SuiteOptions, plan
-from tests.conftest import ROOT, load_records
+from llm_bench.headless import free_port
+from tests.conftest import ROOT, load_records, run_cli
 
 pytestmark = pytest.mark.slow  # a master and workers: half a minute to a minute and a half each
 
 SUITE = ROOT / "locustfiles" / "quick_suite.py"
 CAPACITY = ROOT / "locustfiles" / "capacity.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def locust(*args: str, log: Path, locustfile: Path = SUITE) -> subprocess.Popen:
@@ -144,6 +139,24 @@ def test_processes_on_one_machine_merge_every_record(start_sim, tmp_path):
     assert measured.groupby("phase").size().to_dict() == expected_counts(
         sizes=(300,), needle_sizes=(400,), runs=2, bursts=(1, 4))
     assert len(list(out.glob("worker-*.jsonl"))) == 2
+
+
+def test_two_searches_in_processes_on_one_machine_keep_their_workers_to_themselves(start_sim, tmp_path):
+    # Left to Locust, a --processes run's master and workers meet on port 5557: the second search's
+    # master could not bind it, and its workers joined the first search's master (4 workers connected
+    # to a run of 2). Each search gets a port of its own.
+    sim = start_sim(slots=2, prefill_tps=1e6, decode_tps=40.0, decode_slowdown=0.0)
+    search = ["capacity", "--host", sim.url, "--processes", "2", "--slo", "ttft_p95=0.5", "--think-time", "0.6",
+              "--max-tokens", "40", "--ignore-eos", "--start-students", "2", "--max-students", "3", "--step-s", "3",
+              "--settle-s", "1", "--min-requests", "5"]
+    outs = [tmp_path / "first", tmp_path / "second"]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda out: run_cli(*search, "--out", str(out), timeout=180), outs))
+    for out, result in zip(outs, results):
+        assert result.returncode == 0, result.stderr[-3000:]
+        log = (out / "locust.log").read_text()
+        assert "2 workers connected" in log and "3 workers connected" not in log, log[-3000:]
+        assert load_records(out)["client_pid"].nunique() == 2  # its own two processes asked, no other's
 
 
 def test_the_capacity_search_runs_on_a_master_with_two_workers(start_sim, tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import urllib.request
 import pytest
 
 from bench_tasks.live_table import LiveTable
+from llm_bench.headless import free_port
 from tests.conftest import CHROMIUM_FLAGS, ROOT
 
 
@@ -49,12 +49,6 @@ def test_live_table_burst_total_is_per_round_from_the_release_as_in_the_report()
             table.add({**row, "round": rnd, "release_offset_s": i * 0.01})
     burst = {row["phase"]: row for row in table.rows()}["burst-2"]
     assert burst["total_tps"] == pytest.approx(200 / 4.01)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str) -> bytes:

@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from llm_bench.headless import free_port
 
 from .cache import content_key, file_lock, source_of
 from .llamacpp import EngineStartError, ServerProcess, stop_process, wait_health
@@ -120,12 +121,6 @@ def ensure_tiny_hf_model(cache_dir: Path, python: Path | None = None) -> Path:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
