@@ -10,10 +10,10 @@ report says its figures are not to be trusted. A busy process whose stamps stay 
 Where reads carry no kernel stamp (macOS, TLS, an old kernel), a read is dated when it returns, and
 the event loop's lag is what delays it: a greenlet wakes every ``interval_s`` and notes how late it
 woke; a request in flight while the lag passed ``TRUST_LIMIT_S`` is flagged, and so is a request one
-of whose reads was served more than ``TRUST_LIMIT_S`` after the loop had found its bytes (the probe
-alone misses a burst of reads served one after the other in one turn of the loop: transport.py). The
-process's CPU share is kept too, for the summary (client-HOST-PID.json): it says how busy the client
-was, not how wrong.
+of whose reads may have been dated more than ``TRUST_LIMIT_S`` late by the loop's own turns (the probe
+alone misses a burst of reads served one after the other in one turn of the loop: transport.LoopTurns).
+The process's CPU share is kept too, for the summary (client-HOST-PID.json): it says how busy the
+client was, not how wrong.
 Every process that sends requests watches itself while a run goes (the master sends none).
 """
 
@@ -76,13 +76,13 @@ class Guard:
         return bool(self._saturated_times) and self._saturated_times[-1] >= t
 
     def untrustworthy(self, ttft_uncertainty_s: float | None, t_send: float,
-                      served_late_s: float | None = None) -> bool:
+                      late_bound_s: float | None = None) -> bool:
         """Are this request's stamps too coarse to trust? By its own stamps where the kernel dated its
-        reads; where it did not, by how late its own reads were served (``served_late_s``, where known)
-        and by the event loop's lag while it ran."""
+        reads; where it did not, by how late its own reads may have been dated (``late_bound_s``) and by
+        the event loop's lag while it ran."""
         if ttft_uncertainty_s is not None:
             return ttft_uncertainty_s > self.lag_limit_s
-        return (served_late_s or 0.0) > self.lag_limit_s or self.saturated_since(t_send)
+        return (late_bound_s or 0.0) > self.lag_limit_s or self.saturated_since(t_send)
 
     def summary(self) -> dict:
         lags = sorted(s[1] for s in self.samples)

@@ -40,7 +40,7 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
             recorder = _measure(resp, t_send, record, target, sock)
             _report_live(user.environment, resp, record)
         break
-    if guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.served_late_s):
+    if guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.late_bound_s):
         add_flag(record, "client_saturated")
     return recorder
 

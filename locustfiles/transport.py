@@ -190,15 +190,17 @@ class StampedSocket(gevent.socket.socket):
     t_received: float | None = None  # perf_counter; None when the last read carried no kernel stamp
     lateness: float | None = None  # the read's time minus t_received: how long its newest bytes waited
     _drained = False  # the last read took everything the kernel had
-    # Without kernel stamps: the longest any read of this request was served after the loop had found
-    # its bytes, a lower bound of how late it was dated (None: not known here, see loop_on_wall_clock).
-    served_late_s: float | None = None
+    # Without kernel stamps: the most any read of this request that waited for its bytes may have been
+    # dated late (LoopTurns.late_bound_s); None with kernel stamps (each read says its own) or on libuv.
+    late_bound_s: float | None = None
+    _t_read = 0.0  # without kernel stamps: when the last read returned
 
     def sendall(self, data, flags=0):
         self._drained = True  # the answer is yet to come
         self.t_sent = time.perf_counter()
         self.t_received = self.lateness = None  # a new request: nothing of it has arrived yet
-        self.served_late_s = None if KERNEL_STAMPS or not loop_on_wall_clock(self.hub.loop) else 0.0
+        self.late_bound_s = None if KERNEL_STAMPS or not _turns.watching else 0.0
+        self._t_read = self.t_sent  # no answer came before its request
         _request_sockets[gevent.getcurrent()] = self
         return super().sendall(data, flags)
 
@@ -226,8 +228,11 @@ class StampedSocket(gevent.socket.socket):
             perf_now = time.perf_counter()
             self.t_received = stamp = kernel_arrival(ancdata, time.time(), perf_now, self.t_sent)
             self.lateness = None if stamp is None else perf_now - stamp
-        elif waited and self.served_late_s is not None:
-            self.served_late_s = max(self.served_late_s, time.time() - self.hub.loop.now())
+        elif self.late_bound_s is not None:
+            now = time.perf_counter()
+            if waited:
+                self.late_bound_s = max(self.late_bound_s, _turns.late_bound_s(now, self._t_read))
+            self._t_read = now
         return data
 
     def _wait_readable(self) -> None:
@@ -241,18 +246,60 @@ class StampedSocket(gevent.socket.socket):
             _waiting.pop(self, None)
 
 
-# Without kernel stamps a read is dated when it returns, and how late that is can be known in part:
-# the bytes a wait was woken for had come when the event loop last polled (libev's ev_now, wall clock),
-# so a read served later than that was dated at least that much late. When hundreds of streams' bytes
-# come together the loop serves their reads one after the other in one turn, and the last ones tens of
-# ms after its poll: a lag probe woken early in that turn sees none of it (measured: docs/accuracy.md
-# #the-saturation-guard). Where the loop's clock is not the wall clock (libuv's, gevent's loop on
-# Windows, counts from an arbitrary start) this is not known.
-LOOP_CLOCK_TOLERANCE_S = 60.0  # the loop's time is its last poll's: at most seconds old on a wall clock
+# Without kernel stamps a read is dated when it returns, and how late that is can be bounded from the
+# event loop's turns. A waiting read's bytes came after the socket's last read (which took all there was)
+# and were found by the loop's last poll. If that poll waited, they came as it returned (a poll returns at the
+# first bytes to come): the read is late by the time since. If it did not wait (bytes were there already),
+# they came while the loop was busy before it: late by at most the time since the poll before. When
+# hundreds of streams' bytes come together the loop serves their reads one after the other and is busy
+# for tens of ms, which a lag probe woken early in such a turn does not see (measured:
+# docs/accuracy.md#the-saturation-guard).
+EV_MINPRI, EV_MAXPRI = -2, 2  # libev's watcher priorities: the lowest runs last, the highest first
 
 
-def loop_on_wall_clock(loop) -> bool:
-    return abs(time.time() - loop.now()) <= LOOP_CLOCK_TOLERANCE_S
+class LoopTurns:
+    """When the event loop entered and left its last poll, and left the one before, on ``clock``."""
+
+    # A poll that returned later than this after it was entered waited for bytes (one that found bytes
+    # ready returns in microseconds, unless the process lost its core meanwhile: then it is taken as
+    # having waited, and what came before it is not bounded).
+    BLOCKED_S = 0.0002
+
+    def __init__(self, clock=time.perf_counter) -> None:
+        self.clock = clock
+        self.polled = self.entered = self.polled_before = clock()
+        self._watchers: tuple = ()
+
+    @property
+    def watching(self) -> bool:
+        return bool(self._watchers)
+
+    def watch(self, loop) -> None:
+        """Note every poll of ``loop``: entered after every other callback before it (gevent runs its
+        own in a prepare watcher of the default priority), left before any reading after it. libev's
+        only: libuv (gevent's loop on Windows) has no priorities and runs its check watchers after the
+        turn's reads, so there nothing is noted and the lag probe alone guards."""
+        if "libev" not in type(loop).__module__:
+            return
+        entering, leaving = loop.prepare(ref=False, priority=EV_MINPRI), loop.check(ref=False, priority=EV_MAXPRI)
+        entering.start(self.entering)
+        leaving.start(self.leaving)
+        self._watchers = (entering, leaving)
+
+    def entering(self) -> None:
+        self.polled_before, self.entered = self.polled, self.clock()
+
+    def leaving(self) -> None:
+        self.polled = self.clock()
+
+    def late_bound_s(self, now: float, not_before: float) -> float:
+        """How late bytes found by the last poll and read ``now`` may be dated, at most; they came
+        after ``not_before`` (the socket's last read, which took all there was)."""
+        waited = self.polled - self.entered > self.BLOCKED_S
+        return now - max(not_before, self.polled if waited else self.polled_before)
+
+
+_turns = LoopTurns()
 
 
 # socket -> when its wait for bytes times out (perf_counter); one watchdog checks them all.
@@ -276,6 +323,8 @@ def _stamped_tcp_socket(_pool, family, socktype, protocol):
     global _watchdog
     if _watchdog is None or _watchdog.dead:
         _watchdog = gevent.spawn(_watch_waits)
+    if not KERNEL_STAMPS and not _turns.watching:
+        _turns.watch(gevent.get_hub().loop)
     sock = StampedSocket(family, socktype, protocol)
     if KERNEL_STAMPS:
         try:

@@ -183,99 +183,69 @@ def test_the_round_trip_is_the_kernels_least_tcp_round_trip_in_seconds():
             assert 0 < tcp_rtt_s(client) < 0.001
 
 
-# -- without kernel stamps: a read served long after the loop found its bytes is known to be late --
+# -- without kernel stamps: how late a read may be dated, from the event loop's turns --
 
-class _Loop:
-    """A loop whose last poll found the bytes ``ago_s`` ago (libev's ev_now is on the wall clock)."""
-
-    def __init__(self, ago_s: float):
-        self.ago_s = ago_s
-
-    def now(self) -> float:
-        return time.time() - self.ago_s
-
-
-class _LoopThatPolled:
-    """The real loop, but its last poll was ``ago_s`` ago."""
-
-    def __init__(self, loop, ago_s: float):
-        self._loop, self.ago_s = loop, ago_s
-
-    def now(self) -> float:
-        return time.time() - self.ago_s
-
-    def __getattr__(self, name):
-        return getattr(self._loop, name)
+def test_a_read_after_a_poll_that_waited_is_late_by_the_time_since_the_poll_returned():
+    now = [10.0]
+    turns = transport.LoopTurns(clock=lambda: now[0])
+    turns.entering()  # the loop polls at 10.0 and waits for bytes until 10.050: they came then
+    now[0] = 10.050
+    turns.leaving()
+    assert turns.late_bound_s(10.060, not_before=9.0) == pytest.approx(0.010)
+    # The next poll, entered at 10.130 after a busy turn, returned at once: its bytes had come already,
+    # at any time since the poll before returned (10.050), and after the socket's last read.
+    now[0] = 10.130
+    turns.entering()
+    now[0] = 10.13005
+    turns.leaving()
+    assert turns.late_bound_s(10.135, not_before=9.0) == pytest.approx(0.085)
+    assert turns.late_bound_s(10.135, not_before=10.100) == pytest.approx(0.035)
 
 
-class _HubThatPolled:
-    """The real hub, waits and all, whose loop says its last poll was ``ago_s`` ago."""
-
-    def __init__(self, hub, ago_s: float):
-        self._hub, self.loop = hub, _LoopThatPolled(hub.loop, ago_s)
-
-    def __getattr__(self, name):
-        return getattr(self._hub, name)
-
-
-def _unstamped_reads(monkeypatch, served_ago_s: float | None):
-    """Two reads of a real socket without kernel stamps: one that waited for its bytes, then one
-    whose bytes were there already. Returns the socket's served_late_s after each."""
+def _unstamped_read(monkeypatch, hold_loop_s: float) -> tuple[float, float]:
+    """A read of a real socket without kernel stamps that waits for its bytes, sent 50 ms after the
+    request; meanwhile a greenlet holds the event loop for ``hold_loop_s`` (0: none). Returns the
+    socket's late_bound_s and how late the read really was (its time less the send's)."""
     monkeypatch.setattr(transport, "KERNEL_STAMPS", False)
     listener = socket.create_server(("127.0.0.1", 0))
-    # The answer comes while the client waits for it; the next one 50 ms later.
-    server = _answering(listener, [(0.05, b"data: x\n"), (0.05, b"data: y\n")], {})
+    sent = {}
+    server = _answering(listener, [(0.05, b"data: x\n")], sent)
     sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
     sock.connect(listener.getsockname())
-    if served_ago_s is not None:
-        sock.hub = _HubThatPolled(sock.hub, served_ago_s)
     sock.sendall(b"go")
-    assert sock.recv(64) == b"data: x\n"  # woken by the loop: checked against its poll
-    after_wait = sock.served_late_s
-    time.sleep(0.2)  # the next bytes came meanwhile: read without a wait, when they came is unknown
-    sock._drained = False
-    assert sock.recv(64) == b"data: y\n"
+    if hold_loop_s:
+        transport.gevent.spawn(time.sleep, hold_loop_s)  # no yield: the loop polls again only after it
+    assert sock.recv(64) == b"data: x\n"
+    late_s = time.perf_counter() - sent[0]
     assert sock.t_received is None and sock.lateness is None  # dated as the read returns
-    after_no_wait = sock.served_late_s
+    bound = sock.late_bound_s
     sock.close()
     server.join(5)
     listener.close()
-    return after_wait, after_no_wait
+    return bound, late_s
 
 
-def test_without_kernel_stamps_a_read_is_known_late_by_how_long_after_the_loop_found_its_bytes(monkeypatch):
-    after_wait, after_no_wait = _unstamped_reads(monkeypatch, served_ago_s=0.060)
-    assert after_wait == pytest.approx(0.060, abs=0.005)  # served 60 ms after the poll that found it
-    assert after_no_wait == after_wait  # a read that did not wait says nothing: the maximum stands
+def test_without_kernel_stamps_a_read_served_as_its_bytes_come_is_not_late(monkeypatch):
+    bound, late_s = _unstamped_read(monkeypatch, hold_loop_s=0.0)  # the loop waits for them, idle
+    assert late_s < 0.010 and 0.0 <= bound < 0.010
 
 
-def test_without_kernel_stamps_a_read_served_at_once_is_not_late(monkeypatch):
-    after_wait, _ = _unstamped_reads(monkeypatch, served_ago_s=None)  # the real loop, idle
-    assert 0.0 <= after_wait < 0.010
-
-
-def test_where_the_loops_clock_is_not_the_wall_clock_how_late_is_not_known(monkeypatch):
-    assert transport.loop_on_wall_clock(transport.gevent.get_hub().loop)  # libev here: ev_now is wall time
-    assert not transport.loop_on_wall_clock(_Loop(time.time() - 3000.0))  # libuv: seconds from its start
-    monkeypatch.setattr(transport, "KERNEL_STAMPS", False)
-    monkeypatch.setattr(transport, "loop_on_wall_clock", lambda loop: False)
-    sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
-    listener = socket.create_server(("127.0.0.1", 0))
-    sock.connect(listener.getsockname())
-    sock.sendall(b"go")
-    assert sock.served_late_s is None
-    sock.close()
-    listener.close()
+def test_without_kernel_stamps_bytes_that_came_while_the_loop_was_busy_bound_the_read_by_that_time(monkeypatch):
+    # The bytes come at 50 ms while the loop is held until 120 ms; its next poll finds them ready and the
+    # read is served at once. Served right after its poll, it was still dated some 70 ms late.
+    bound, late_s = _unstamped_read(monkeypatch, hold_loop_s=0.120)
+    assert late_s > 0.060
+    assert late_s <= bound < late_s + 0.080  # at most the busy turn's length (120 ms) more
 
 
 # The guard's judgement, in a process of its own (importing locust monkey-patches the process).
 GUARD_JUDGES = """
 from locustfiles.guard import Guard
 watcher = Guard()
-print([watcher.untrustworthy(None, t_send=1.0, served_late_s=0.045),
-       watcher.untrustworthy(None, t_send=1.0, served_late_s=0.035),
-       watcher.untrustworthy(None, t_send=1.0, served_late_s=None),
-       watcher.untrustworthy(0.0, t_send=1.0, served_late_s=0.045)])
+print([watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.045),
+       watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.035),
+       watcher.untrustworthy(None, t_send=1.0, late_bound_s=None),
+       watcher.untrustworthy(0.0, t_send=1.0, late_bound_s=0.045)])
 """
 
 
