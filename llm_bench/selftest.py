@@ -71,7 +71,7 @@ SMALL_WORKLOADS = (W1_SMALL, Workload("W1 4x32 4/event", 4, 32, 4, 100.0),
 TABLE_COLUMNS = ["workload", "requests", "ttft_err_p50_ms", "bare_ttft_err_p50_ms", "ttft_err_p99_ms",
                  "engine_read_lag_p50_ms", "decode_err_p50_pct", "delivered_tps", "true_tps", "delivered_share",
                  "cpu_us_per_token", "bare_cpu_us_per_token", "cpu_vs_bare", "client_cpu_load", "over_limit",
-                 "saturated", "trustworthy"]
+                 "saturated", "missed", "trustworthy"]
 
 
 def add_parser(commands) -> None:
@@ -213,6 +213,8 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
     all_tokens = records["completion_tokens"].astype(float).sum()
     cpu_s, wall_s = client.get("run_cpu_s"), client.get("run_wall_s")
     saturated = int(measured["flags"].fillna("").str.contains("client_saturated").sum())
+    late = ttft_err.abs() > TTFT_ERROR_LIMIT_S
+    flagged = joined["flags"].fillna("").str.contains("client_saturated")
     row = {
         "requests": len(joined),
         "ttft_err_p50_ms": ttft_err.median() * 1000,
@@ -226,8 +228,9 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
         "client_cpu_load": cpu_s / wall_s if cpu_s and wall_s else None,
         # What the guard is for: requests whose first token really was off by more than the limit,
         # beside the requests it flagged.
-        "over_limit": int((ttft_err.abs() > TTFT_ERROR_LIMIT_S).sum()),
+        "over_limit": int(late.sum()),
         "saturated": saturated,
+        "missed": int((late & ~flagged).sum()),  # late, and the guard did not say so
     }
     # Trustworthy: its figures were right, whatever the guard saw. A client whose guard flagged
     # nothing can still have dated first tokens late (without kernel stamps the loop-lag probe misses
@@ -244,7 +247,8 @@ PRINTED = [("n", "requests", None), ("TTFT err p50 ms", "ttft_err_p50_ms", 2), (
            ("decode err %", "decode_err_p50_pct", 3), ("delivered tok/s", "delivered_tps", 0),
            ("true tok/s", "true_tps", 0), ("share", "delivered_share", 3), ("CPU us/token", "cpu_us_per_token", 0),
            ("bare", "bare_cpu_us_per_token", 0), ("vs bare", "cpu_vs_bare", 2), ("CPU load", "client_cpu_load", 2),
-           ("over 40ms", "over_limit", None), ("flagged", "saturated", None), ("trust", "trustworthy", None)]
+           ("over 40ms", "over_limit", None), ("flagged", "saturated", None), ("missed", "missed", None),
+           ("trust", "trustworthy", None)]
 
 
 def format_table(table: pd.DataFrame) -> str:
@@ -263,18 +267,18 @@ def format_table(table: pd.DataFrame) -> str:
 
 def verdict(table: pd.DataFrame) -> str:
     untrusted = table[~table["trustworthy"]]
-    if untrusted.empty:
-        return "This client was trustworthy at every load measured here."
-    first = untrusted.iloc[0]
     limit_ms = TTFT_ERROR_LIMIT_S * 1000
-    said = (f"This client stops being trustworthy at {first['workload']}: TTFT error p50 over {limit_ms:.0f} ms, "
-            f"more than {OVER_LIMIT_SHARE:.0%} of first tokens off by more than {limit_ms:.0f} ms, under "
-            f"{DELIVERED_LIMIT:.0%} of the true tok/s delivered, or saturated. Split the load over more "
-            f"processes or machines (--processes N, workers) below that point.")
-    missed = table[table["over_limit"] > table["saturated"]]
+    if untrusted.empty:
+        said = "This client was trustworthy at every load measured here."
+    else:
+        said = (f"This client stops being trustworthy at {untrusted.iloc[0]['workload']}: TTFT error p50 over "
+                f"{limit_ms:.0f} ms, more than {OVER_LIMIT_SHARE:.0%} of first tokens off by more than "
+                f"{limit_ms:.0f} ms, under {DELIVERED_LIMIT:.0%} of the true tok/s delivered, or saturated. Split "
+                f"the load over more processes or machines (--processes N, workers) below that point.")
+    missed = table[table["missed"] > 0]
     if len(missed):  # what a run would not have said: late first tokens its guard did not flag
-        said += "\nThe saturation guard flagged fewer requests than were really late in: " + "; ".join(
-            f"{row.workload} ({row.over_limit} late, {row.saturated} flagged)" for row in missed.itertuples())
+        said += "\nThe saturation guard did not flag first tokens that were really late in: " + "; ".join(
+            f"{row.workload} ({row.missed} of {row.over_limit} late)" for row in missed.itertuples())
     return said
 
 

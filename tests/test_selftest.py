@@ -92,10 +92,17 @@ def test_first_tokens_dated_late_make_a_load_untrustworthy_even_when_the_guard_f
                           "t_arrival": [10.0] * n, "t_first_token": [10.1] * n, "t_last_token": [12.0] * n,
                           "completion_tokens": [100] * n})
     row = accuracy(records, truth, {})
-    assert row["over_limit"] == 2 and row["saturated"] == 0 and not row["trustworthy"]
+    assert row["over_limit"] == 2 and row["saturated"] == 0 and row["missed"] == 2 and not row["trustworthy"]
     one_late = accuracy(records.assign(ttft_s=[0.16] + [0.1] * (n - 1)), truth, {})
     assert one_late["over_limit"] == 1 and one_late["trustworthy"]  # 1%: the p99 may be late
     table = pd.DataFrame([{**row, "workload": "W3 c=400 (no kernel stamps)"}])
     said = verdict(table)
     assert said.startswith("This client stops being trustworthy at W3 c=400 (no kernel stamps)")
-    assert said.endswith("fewer requests than were really late in: W3 c=400 (no kernel stamps) (2 late, 0 flagged)")
+    assert said.endswith("did not flag first tokens that were really late in: W3 c=400 (no kernel stamps) (2 of 2 late)")
+    # Both late ones flagged (and one more): none missed. One late and not flagged: missed, and said, though
+    # 1% late leaves the row trustworthy.
+    flagged = records.assign(flags=["client_saturated"] * 3 + [""] * (n - 3))
+    assert accuracy(flagged, truth, {})["missed"] == 0
+    trusted = pd.DataFrame([{**one_late, "workload": "W3 c=200"}])
+    assert verdict(trusted) == ("This client was trustworthy at every load measured here.\nThe saturation guard did "
+                                "not flag first tokens that were really late in: W3 c=200 (1 of 1 late)")
