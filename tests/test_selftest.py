@@ -98,7 +98,8 @@ def test_first_tokens_dated_late_make_a_load_untrustworthy_even_when_the_guard_f
     table = pd.DataFrame([{**row, "workload": "W3 c=400 (no kernel stamps)"}])
     said = verdict(table)
     assert said.startswith("This client stops being trustworthy at W3 c=400 (no kernel stamps)")
-    assert said.endswith("did not flag first tokens that were really late in: W3 c=400 (no kernel stamps) (2 of 2 late)")
+    assert said.endswith("did not flag first tokens that were really late in: "
+                         "W3 c=400 (no kernel stamps) (2 of 2 late)")
     # Both late ones flagged (and one more): none missed. One late and not flagged: missed, and said, though
     # 1% late leaves the row trustworthy.
     flagged = records.assign(flags=["client_saturated"] * 3 + [""] * (n - 3))
