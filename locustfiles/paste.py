@@ -36,7 +36,7 @@ def _afresh(**_kwargs) -> None:
 class PasteChatUser(LLMUser):
     scenario = paste.SCENARIO
     wait_time = constant(0)
-    last_ttft_s = None
+    last_ttft_s = last_e2e_s = None
 
     @task
     def ask(self) -> None:
@@ -45,13 +45,13 @@ class PasteChatUser(LLMUser):
         question, run = chat.nth_question(next(_asked), self.options.question)
         record = self.new_record(paste.SCENARIO, paste.CHAT_PHASE, round=run,
                                  concurrency=self.environment.runner.user_count)
-        _chats.asked(self, time.perf_counter(), self.last_ttft_s)
+        _chats.asked(self, time.perf_counter(), self.last_ttft_s, self.last_e2e_s)
         try:
             self.stream_chat(record, chat.messages(question, prompt.fresh_marker()), self.options.max_tokens,
                              ignore_eos=self.options.ignore_eos, stop=list(self.options.stop) or None)
         finally:
             _chats.answered(self)
-        self.last_ttft_s = record.ttft_s
+        self.last_ttft_s, self.last_e2e_s = record.ttft_s, record.e2e_s
 
 
 class PasteUser(LLMUser):
@@ -73,10 +73,11 @@ class PasteUser(LLMUser):
         self.stream_chat(record, messages, paste.ANSWER_TOKENS, ignore_eos=True, judge=flag_cache_hit)
 
     def wait_for_a_streaming_answer(self) -> None:
-        """Until a chat answer of this process streams (at most paste.WAIT_FOR_STREAMING_S: a worker without
-        chatting users, or answers too short to catch, gets its pastes anyway)."""
+        """Until a chat answer of this process streams (at once when its answers are too short to catch; at
+        most paste.WAIT_FOR_STREAMING_S: a worker without chatting users gets its pastes anyway)."""
         deadline = time.perf_counter() + paste.WAIT_FOR_STREAMING_S
-        while not _chats.streaming(time.perf_counter()) and time.perf_counter() < deadline:
+        while not (_chats.streaming(time.perf_counter()) or _chats.too_short_to_catch()) \
+                and time.perf_counter() < deadline:
             gevent.sleep(0.01)
 
     def close(self) -> None:

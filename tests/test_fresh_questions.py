@@ -35,9 +35,8 @@ def test_run_chat_asks_each_run_afresh(start_sim, tmp_path):
 
 @pytest.mark.parametrize("workload", ["chat", "paste"])
 def test_run_asks_the_users_questions_and_ends_answers_at_their_stop(workload, start_sim, tmp_path):
-    # The simulated engine answers a question about a code word with it: the stop string cuts it there. The
-    # answers take a while (20 tok/s), so the pasting user sees them streaming and pastes.
-    sim = start_sim(decode_tps=20.0, prefill_tps=1e6)
+    # The simulated engine answers a question about a code word with it: the stop string cuts it there.
+    sim = start_sim(decode_tps=1000.0, prefill_tps=1e6)
     out = tmp_path / workload
     question = "Remember: the code word is PLUM7. What is the code word?"
     result = run_cli("run", workload, "--host", sim.url, "--requests", "2", "--max-tokens", "40",
@@ -45,6 +44,9 @@ def test_run_asks_the_users_questions_and_ends_answers_at_their_stop(workload, s
                      "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out)
+    if workload == "paste":  # answers too short to paste into: no waiting for one to stream (was 30 s)
+        pastes = records[records["phase"] == "paste-1k"]
+        assert len(pastes) == 2 and (pastes["t_send"] - records["t_send"].min()).max() < 10
     chats = records[records["phase"].isin(["chat", "paste-chat"])]
     assert len(chats) >= 2 and chats["ok"].all()
     assert (chats["finish_reason"] == "stop").all() and (chats["completion_tokens"] < 10).all(), \
