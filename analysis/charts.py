@@ -165,7 +165,9 @@ def token_latency_chart(records: pd.DataFrame, keys: dict[str, str]) -> alt.Laye
     y = alt.Y("min:Q", title=f"itl_s (ms) per request: quartiles, min–max{words}", scale=scale)
     whiskers = base.mark_rule().encode(y=y, y2="max:Q")
     box = base.mark_bar(opacity=0.85).encode(y="q1:Q", y2="q3:Q")
-    median = base.mark_tick(thickness=2).encode(y="median:Q", color=alt.value("white"))  # as Vega-Lite's own boxes
+    # Dark, not Vega-Lite's white: a phase whose requests all had one itl_s has a box of no height, and a
+    # white tick on the white page would leave it looking empty.
+    median = base.mark_tick(thickness=2).encode(y="median:Q", color=alt.value("#222222"))
     return alt.layer(whiskers, box, median).properties(
         title="Per-token latency per request (itl_s)", width=max(240, 26 * len(phases) * len(order)), height=260)
 

@@ -183,8 +183,7 @@ def _panel(requests: pd.DataFrame, found: pd.DataFrame, engine: pd.DataFrame, na
                      alt.Tooltip("cause:N", title="cause")]))
     subtitle = f"{len(lanes)} of {sampled} users shown (one in {-(-sampled // len(lanes))}, in laptop order)" \
         if len(lanes) < sampled else f"{len(lanes)} users"
-    counted = f"the first {len(shown)} of their {of} requests, to {domain[1]:.0f} s" if cut else \
-        f"{len(shown)} requests"
+    counted = f"the first {len(shown)} of their {of} requests, to {domain[1]:.0f} s" if cut else _counted(shown)
     lanes_chart = alt.layer(*layers).properties(
         title=alt.Title(f"{name}", subtitle=f"{subtitle}; {counted}"),
         width=WIDTH_PX, height=(FEW_LANES_PX if len(lanes) <= 10 else LANE_PX) * len(lanes))
@@ -204,6 +203,12 @@ def _panel(requests: pd.DataFrame, found: pd.DataFrame, engine: pd.DataFrame, na
         width=WIDTH_PX, height=ENGINE_PX, title=alt.Title("the engine: requests running and waiting" +
                                                           (", KV cache in use" if has_cache else ""), fontSize=11))
     return alt.vconcat(lanes_chart, engine_chart).resolve_scale(x="shared", color="independent")
+
+
+def _counted(shown: pd.DataFrame) -> str:
+    """The period's requests, its warm-ups apart: the run's request counts leave them out."""
+    warm = int((shown["scenario"] == "warmup").sum())
+    return f"{len(shown) - warm} requests" + (f" and {warm} warm-up{'s' if warm > 1 else ''}" if warm else "")
 
 
 def _lane_names(requests: pd.DataFrame) -> pd.Series:

@@ -35,6 +35,9 @@ def test_concurrent_phases_are_one_period_sequential_ones_apart_and_warm_ups_joi
     assert timeline.periods(requests).tolist() == [
         "paste-chat + paste-4k", "paste-chat + paste-4k", "paste-chat + paste-4k", "burst-4 round 1",
         "burst-4 round 2", "class-4", "class-4", "class-8"]  # a capacity step: its settling and its window
+    chart = timeline.timeline_chart(frame, stalls.stalls(frame), pd.DataFrame(columns=load.SERIES_COLUMNS))
+    subtitles = [panel["vconcat"][0]["title"]["subtitle"] for panel in chart.to_dict()["vconcat"]]
+    assert "2 users; 2 requests and 1 warm-up" in subtitles  # as the run counts them: warm-ups apart
 
 
 def test_the_engines_readings_are_placed_on_the_records_clock():
