@@ -443,6 +443,8 @@ def probe_line(search: Search) -> str:
              else f"no slot limit seen up to {search.probe.max_burst} at once")
     busy = min(server.slots, 8)
     prefill = f"prefill {server.prefill_tps:.0f} tok/s" if server.prefill_tps else "prefill too fast to see"
+    if server.prefill_pause_share:
+        prefill += f" (the answers beside a prompt stand still for {server.prefill_pause_share:.0%} of its reading)"
     answers = sorted(server.answer_tokens)
     parts = [f"probe: {slots}, decode {1 / server.token_s:.0f} tok/s per request alone "
              f"({1 / server.token_time_s(busy):.0f} with {busy} at once), {prefill}, first token "

@@ -7,7 +7,10 @@ prefixes, ``cached_history``: the instructions and the conversation so far, answ
 its cache, as llama.cpp's slots and host cache, vLLM's and SGLang's prefix caches keep them), then decodes the rest
 of its answer token by token, each token taking ``token_s + token_s_per_stream * (k - 1)`` seconds
 while k requests decode at once (all decoding requests advance together: one step of the engine
-makes one token for each). Answers are as long as the probe's answers to the classroom's first
+makes one token for each). Where reading a prompt pauses the answers streaming beside it
+(``prefill_pause_share``, as the probe measured it: llama.cpp's 1, an engine that reads beside the
+decoding 0), every decoding request stands still for that share of each prompt's reading, and prompts
+are read one after another. Answers are as long as the probe's answers to the classroom's first
 questions (drawn from them), and a conversation's prompt grows by the last answer and a question
 each turn, as ``bench_tasks.classroom.Student``'s does.
 
@@ -50,6 +53,7 @@ class Server:
     first_prompt_tokens: int = 60  # a conversation's first prompt: the instructions and the first question
     question_tokens: int = QUESTION_TOKENS  # what a question adds to the conversation besides the last answer
     cached_history: bool = False  # the server keeps prefixes: a turn reads only its question
+    prefill_pause_share: float = 0.0  # of a prompt's reading time, what every decoding request stands still
 
     def __post_init__(self) -> None:
         if self.slots < 1 or self.token_s <= 0 or self.token_s_per_stream < 0 or not self.answer_tokens:
@@ -121,23 +125,28 @@ class _Classroom:
         self.decoding: list = []  # (``made`` when this one is done, sequence, request)
         self.made = 0.0
         self.now = 0.0
+        self.paused_until = 0.0  # decoding stands still until then: a prompt is being read (pausing servers)
         self.rows: list[dict] = []
         self.asked: list[float] = []  # when the predicted requests were asked
 
     def run(self, requests: int) -> tuple[list[dict], float]:
         while len(self.rows) < requests:
             k = len(self.decoding)
-            rate = 1.0 / self.server.token_time_s(k) if k else 0.0
-            t_done = self.now + (self.decoding[0][0] - self.made) / rate if k else math.inf
+            paused = self.now < self.paused_until
+            rate = 1.0 / self.server.token_time_s(k) if k and not paused else 0.0
+            t_done = self.now + (self.decoding[0][0] - self.made) / rate if rate else math.inf
+            t_resume = self.paused_until if paused and k else math.inf
             t_event = self.events[0][0] if self.events else math.inf
-            if t_done == math.inf and t_event == math.inf:
+            t = min(t_done, t_event, t_resume)
+            if t == math.inf:
                 break
-            t = min(t_done, t_event)
             self.made += (t - self.now) * rate
             self.now = t
-            if t_done <= t_event:
+            if t_done <= t_event and t_done <= t_resume:
                 self._done(heapq.heappop(self.decoding)[2])
                 continue
+            if t_resume < t_event:
+                continue  # the prompt is read: decoding goes on
             _, _, kind, payload = heapq.heappop(self.events)
             if kind == ASK:
                 self._ask(payload)
@@ -164,7 +173,11 @@ class _Classroom:
         server = self.server
         self.busy += 1
         read = server.question_tokens if server.cached_history else request[2]
-        request[3] = self.now + server.first_token_s + server.prefill_s(read)
+        start = self.now
+        if server.prefill_pause_share:  # read after the prompts before it, every decoding request waiting
+            start = max(start, self.paused_until)
+            self.paused_until = start + server.prefill_pause_share * server.prefill_s(read)
+        request[3] = start + server.first_token_s + server.prefill_s(read)
         self._push(self.events, request[3], FIRST_TOKEN, request)
 
     def _done(self, request: list) -> None:

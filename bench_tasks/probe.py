@@ -10,7 +10,12 @@ Its phases (scenario ``probe``: counted in the report's requests table, never ju
   Each rung's decode tok/s of the requests served at once gives a token's time while K decode at once.
 - ``probe-prompt``: one fresh prompt as long as the class's longest conversation (``longest_prompt``),
   with a short answer: its first token, beside the first rung's short prompt, gives the prefill rate
-  and what a first token costs besides reading the prompt.
+  and what a first token costs besides reading the prompt. Beside it, a short question with a long
+  answer (``PAUSE_TOKENS``), sent with it: by how much longer that answer took than the first rung's
+  alone, the probe tells whether reading a prompt pauses the answers beside it (llama.cpp reads
+  prompts in batches during which every stream waits, a short prompt that came with a long one too;
+  an engine that reads prompts beside the decoding does not), as the share of the prompt's reading
+  time they lost.
 - ``probe-answers``: the classroom's first questions (``ANSWERS`` of them, each from a fresh student,
   asked by the last rung's users: the server answers as many at once as it has slots), answered as the class's are (``--max-tokens``, natural length
   unless ``--ignore-eos``): how long the answers are, and how long a conversation's first prompt is.
@@ -36,6 +41,8 @@ BURST, PROMPT, ANSWERS_PHASE = "probe-burst", "probe-prompt", "probe-answers"
 ANSWERS = 12  # two first questions per topic: enough to see how long the answers run
 MAX_BURST = 64  # a server that seats this many at once has no slot limit a class of students would meet
 SEEN_S = 0.005  # a first token later by less than this is the network's and the scheduler's noise, not prefill
+PAUSE_TOKENS = 256  # the answer decoded while the long prompt is read: long enough to span its reading
+PAUSE_SEEN_S = 0.05  # a prompt read faster than this pauses nothing worth modelling
 RECORD_WAIT_S = 7.0  # as the search's: after the last answer, how long its records may take to arrive
 
 
@@ -50,7 +57,8 @@ def burst_phase(k: int) -> Phase:
 
 
 def prompt_phase(tokens: int, users: int = 1) -> Phase:
-    return Phase(PROMPT, SCENARIO, users, [Job(SCENARIO, PROMPT, 1, 0, size=tokens)])
+    """The long prompt, and first (index 0) the answer that decodes while it is read (no size)."""
+    return Phase(PROMPT, SCENARIO, users, [Job(SCENARIO, PROMPT, 1, 0), Job(SCENARIO, PROMPT, 1, 1, size=tokens)])
 
 
 def answers_phase(users: int) -> Phase:
@@ -232,24 +240,69 @@ class Probe:
         # then reads its question alone (what the cache did not hold of a first question: the question).
         cached = [row for row in answers if cached_tokens(row)]
         question = median([read_tokens(row) for row in cached])
+        pause = self._pause_share(prefill_tps, first[0], per_stream) if prefill_tps else 0.0
         return Server(slots=self.slots or unlimited_slots, token_s=token_s, token_s_per_stream=per_stream,
-                      first_token_s=max(overhead, 0.0), prefill_tps=prefill_tps,
+                      first_token_s=max(overhead, 0.0), prefill_tps=prefill_tps, prefill_pause_share=pause,
                       answer_tokens=lengths or (self.max_tokens,),
                       first_prompt_tokens=int(first_prompt) if first_prompt else len(SYSTEM) // 4 + QUESTION_TOKENS,
                       question_tokens=int(question) if question else QUESTION_TOKENS, cached_history=bool(cached))
+
+    def _prompt_rows(self) -> tuple[dict | None, dict | None]:
+        """The long prompt's record and the record of the answer decoded beside it (None: failed)."""
+        rows = _ok(self.rows.get(PROMPT, []))
+        long = [row for row in rows if slos.number(row.get("prompt_size"))]
+        beside = [row for row in rows if not slos.number(row.get("prompt_size"))]
+        return (long[0] if long else None), (beside[0] if beside else None)
 
     def _prefill_tps(self, ttft_1: float, read_1: float) -> float | None:
         """Prompt tokens read per second, from the long prompt's first token against the first rung's
         (the tokens each had to read: its prompt less what the server's cache held); None when the long
         one came less than ``SEEN_S`` later (reading a prompt is too fast to see, or to matter)."""
-        rows = _ok(self.rows.get(PROMPT, []))
-        if not rows:
+        long, _ = self._prompt_rows()
+        if long is None:
             self.notes.append("the long prompt failed: reading a prompt taken as free")
             return None
-        ttft, tokens = slos.number(rows[0].get("ttft_s")), read_tokens(rows[0])
+        ttft, tokens = slos.number(long.get("ttft_s")), read_tokens(long)
         if ttft is None or not tokens or ttft - ttft_1 < SEEN_S or tokens <= read_1:
             return None
         return (tokens - read_1) / (ttft - ttft_1)
+
+
+    def _pause_share(self, prefill_tps: float, first: dict, per_stream: float) -> float:
+        """The share of the long prompt's reading time that the answer sent beside it lost: how much longer
+        it took than the first rung's answer alone (``first``: its first token, then each token at its
+        rate; beside the long prompt's own short answer for as many steps), over the reading time. It may
+        lose it before its first token (llama.cpp reads prompts that came together in one batch) or while
+        decoding. 0 (with a note) when that answer ended before the reading did, or failed."""
+        long, beside = self._prompt_rows()
+        if long is None:
+            return 0.0
+        reading_s = read_tokens(long) / prefill_tps
+        if reading_s < PAUSE_SEEN_S:
+            return 0.0
+        spans = [_span(row) for row in (long, beside) if row is not None]
+        if beside is None or None in spans or spans[0][0] > spans[1][1]:
+            self.notes.append("no answer was streaming when the long prompt's reading ended: whether reading a "
+                              "prompt pauses the others is not known, taken as not")
+            return 0.0
+        tokens, ttft_1, rate_1 = (slos.number(row.get(c)) for row, c in
+                                  ((beside, "completion_tokens"), (first, "ttft_s"), (first, "decode_tps")))
+        e2e = slos.number(beside.get("e2e_s"))
+        if not tokens or not rate_1 or ttft_1 is None or e2e is None:
+            return 0.0
+        together = min((slos.number(long.get("completion_tokens")) or 1.0) - 1, tokens - 1)  # steps shared
+        alone_s = ttft_1 + (tokens - 1) / rate_1 + together * per_stream
+        return min(max((e2e - alone_s) / reading_s, 0.0), 1.0)
+
+
+def _span(row: dict) -> tuple[float, float] | None:
+    """When a request's first token came and when it ended, on the run's common clock (the master's
+    when the records came from workers): for the long prompt, when its reading ended."""
+    sent, ttft, e2e = (slos.number(row.get(c)) for c in ("t_send", "ttft_s", "e2e_s"))
+    if None in (sent, ttft, e2e):
+        return None
+    sent += slos.number(row.get("clock_offset_s")) or 0.0
+    return sent + ttft, sent + e2e
 
 
 def cached_tokens(row: dict) -> float:

@@ -8,8 +8,8 @@ which labels it with the step it belongs to and judges each step's window from i
 requests (bench_tasks.probe) are the suite's bursts and fresh prompts, and the classroom's first questions.
 """
 
+from bench_tasks import chat, probe
 from bench_tasks import classroom as lessons
-from bench_tasks import probe
 from bench_tasks.prompt import fresh_marker
 from locustfiles import burst, classroom, messaging, prompt
 from locustfiles.capacity_shape import CapacityShape
@@ -25,13 +25,17 @@ class SearchedStudent(classroom.Student):
 
 
 class ProbeUser(JobUser):
-    """The probe's requests: a burst rung, the long fresh prompt, or a classroom first question."""
+    """The probe's requests: a burst rung, the long fresh prompt and an answer beside it, or a classroom first
+    question."""
 
     scenario = probe.SCENARIO
 
     def run_job(self, job) -> None:
         if probe.kind(job.phase) == probe.BURST:
             burst.BurstUser.run_job(self, job)
+        elif job.phase == probe.PROMPT and job.size is None:  # an answer decoding while the long prompt is read
+            self.stream_chat(self.job_record(job), chat.messages(chat.QUESTIONS[0], self.asker(job)),
+                             probe.PAUSE_TOKENS, ignore_eos=True)
         elif job.phase == probe.PROMPT:
             prompt.PromptUser.run_job(self, job)
         else:  # a fresh student's first question, answered as the class's are

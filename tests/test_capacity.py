@@ -8,7 +8,7 @@ import pytest
 from analysis import capacity as capacity_analysis
 from analysis import load
 from bench_tasks import slo
-from bench_tasks.capacity import Gallop, Ladder, Search, SearchOptions, conclude, grow, parse_step
+from bench_tasks.capacity import Gallop, Ladder, Search, SearchOptions, conclude, grow, parse_step, probe_line
 from bench_tasks.capacity import walk as capacity_walk
 from bench_tasks.record import COLUMNS, Record
 from tests.conftest import run_cli
@@ -392,6 +392,16 @@ def test_by_default_the_search_probes_predicts_the_knee_starts_there_and_says_ho
     assert search.remaining_s() == pytest.approx(search.expected_step_s(9))
     run_window(search, now, [0.01] * 40 + [0.5] * 20)
     assert search.finished and search.result() == (8, 9, slo.MISSES) and search.remaining_s() == 0.0
+
+
+def test_the_probe_line_says_when_reading_a_prompt_stops_the_answers_beside_it():
+    from tests.test_probe import FakeServer, run_probe
+
+    search = Search(SearchOptions(max_students=16), slo.parse("ttft_p95=1.0"), clock=lambda: 0.0, max_tokens=256)
+    run_probe(search.probe, FakeServer(slots=4, token_s=0.01, prefill_tps=2000.0, pause_share=1.0))
+    search.poll()
+    assert search.server.prefill_pause_share == pytest.approx(1.0)
+    assert "prefill 2000 tok/s (the answers beside a prompt stand still for 100% of its reading)" in probe_line(search)
 
 
 def test_a_probe_that_measured_nothing_leaves_the_search_to_the_ladder_from_two():

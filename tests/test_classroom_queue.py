@@ -61,6 +61,24 @@ def test_a_conversation_s_prompt_grows_by_each_answer_and_question_and_is_read_a
     assert [row["ttft_s"] for row in cached] == pytest.approx([0.12] * 10)  # the question alone: the rest is cached
 
 
+def test_where_reading_a_prompt_pauses_the_others_each_read_stops_every_answer_decoding_and_prompts_queue():
+    # Two students who never think ask at the same instants: 1000-token prompts read at 1000 tok/s, then
+    # 100 tokens at 100 tok/s. Read beside the decoding, both first tokens come at 1 s, both answers in 0.99 s.
+    server = Server(slots=2, token_s=0.01, answer_tokens=(100,), prefill_tps=1000.0, first_prompt_tokens=1000,
+                    question_tokens=1000, cached_history=True)
+    beside = simulate(server, ThinkTime(0, 0), students=2, requests=40)[0]
+    assert {(round(row["ttft_s"], 6), round(99 / row["decode_tps"], 6)) for row in beside} == {(1.0, 0.99)}
+    # Where a read stops every answer (llama.cpp): the second prompt is read after the first (its first token at
+    # 2 s), and the first answer stands still meanwhile (decoded in 1.99 s).
+    pausing = simulate(Server(**{**server.__dict__, "prefill_pause_share": 1.0}), ThinkTime(0, 0), 2, 40)[0]
+    assert {(round(row["ttft_s"], 6), round(99 / row["decode_tps"], 6)) for row in pausing} == {(1.0, 1.99),
+                                                                                              (2.0, 0.99)}
+    judged = {share: predict(Server(**{**server.__dict__, "prefill_pause_share": share}), ThinkTime(0.5, 1.5),
+                             slo.parse("ttft_p95=3,decode_p5=60"), max_students=16, requests=400).capacity
+              for share in (0.0, 1.0)}
+    assert judged == {0.0: 4, 1.0: 1}
+
+
 def test_students_arrive_over_the_ramp_and_only_the_steady_class_is_predicted():
     rows, span = simulate(ISSUE_SERVER, ThinkTime(10, 40), students=10, requests=200)
     assert len(rows) == 200 and span > 0

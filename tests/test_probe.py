@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench_tasks.probe import (ANSWERS, ANSWERS_PHASE, BURST, PROMPT, SCENARIO, Probe, fit_token_time, kind,
-                               longest_prompt, served_at_once)
+from bench_tasks.probe import (ANSWERS, ANSWERS_PHASE, BURST, PAUSE_TOKENS, PROMPT, SCENARIO, Probe, fit_token_time,
+                               kind, longest_prompt, served_at_once)
 from bench_tasks.suite import BURST_TOKENS
 
 
@@ -15,20 +15,32 @@ class FakeServer:
 
     def __init__(self, slots: int | None, token_s: float, per_stream: float = 0.0, first_token_s: float = 0.01,
                  prefill_tps: float = 10000.0, answers=(100, 150, 200), fail_at: int | None = None,
-                 cached: int = 0) -> None:
+                 cached: int = 0, pause_share: float = 0.0) -> None:
         self.slots, self.token_s, self.per_stream, self.cached = slots, token_s, per_stream, cached
         self.first_token_s, self.prefill_tps, self.answers, self.fail_at = first_token_s, prefill_tps, answers, fail_at
+        self.pause_share = pause_share  # of a prompt's reading time, what the answers decoding beside it lose
 
     def rows(self, phase: str, jobs: list) -> list[dict]:
         if kind(phase) == BURST:
             return self._burst(jobs)
         if phase == PROMPT:
-            ttft = self.first_token_s + jobs[0].size / self.prefill_tps
-            return [row(phase, ttft, ttft + 15 * self.token_s, prompt_tokens=jobs[0].size + self.cached,
-                        cached_tokens=self.cached, completion_tokens=16)]
+            return self._prompt(jobs)
         # The instructions the questions share are in a caching server's cache (all but the first's).
         return [row(phase, 0.05, 0.05 + 100 * self.token_s, prompt_tokens=80, cached_tokens=self.cached and 50,
                     completion_tokens=self.answers[job.index % len(self.answers)]) for job in jobs]
+
+    def _prompt(self, jobs: list) -> list[dict]:
+        """The answer decoding from 0 s; the long prompt, sent 0.1 s later (after it was sized), read meanwhile."""
+        size = next(job.size for job in jobs if job.size)
+        reading_s = size / self.prefill_tps
+        ttft = self.first_token_s + reading_s
+        long = row(PROMPT, ttft, ttft + 15 * self.token_s, prompt_tokens=size + self.cached, cached_tokens=self.cached,
+                   completion_tokens=16, prompt_size=size, t_send=0.1)
+        first = self.first_token_s + 20 / self.prefill_tps
+        decode_s = (PAUSE_TOKENS - 1) * self.token_s + 15 * self.per_stream + self.pause_share * reading_s
+        beside = row(PROMPT, first, first + decode_s, prompt_tokens=20, completion_tokens=PAUSE_TOKENS,
+                     decode_s=decode_s, t_send=0.0)
+        return [beside if job.size is None else long for job in jobs]
 
     def _burst(self, jobs: list) -> list[dict]:
         k = len(jobs)
@@ -86,7 +98,25 @@ def test_the_probe_climbs_bursts_a_little_past_the_slots_then_reads_a_long_promp
     assert measured.first_token_s == pytest.approx(0.01)  # the first rung's first token less its 20 tokens read
     assert sorted(set(measured.answer_tokens)) == [100, 150, 200] and len(measured.answer_tokens) == ANSWERS
     assert measured.first_prompt_tokens == 80 and not measured.cached_history
-    assert probe.rows[PROMPT][0]["prompt_tokens"] == longest_prompt(256) > 4 * 256
+    assert probe.rows[PROMPT][1]["prompt_tokens"] == longest_prompt(256) > 4 * 256
+    assert measured.prefill_pause_share == pytest.approx(0.0, abs=1e-9) and not probe.notes
+
+
+@pytest.mark.parametrize("share", [1.0, 0.4])
+def test_the_probe_measures_how_much_reading_a_prompt_pauses_the_answers_decoding_beside_it(share):
+    # llama.cpp stops every stream while it reads a prompt (1); an engine that mixes reading and decoding
+    # slows them by part of it.
+    probe = Probe(max_tokens=256, clock=lambda: 0.0)
+    run_probe(probe, FakeServer(slots=4, token_s=0.01, per_stream=0.001, prefill_tps=2000.0, pause_share=share))
+    assert probe.server(unlimited_slots=256).prefill_pause_share == pytest.approx(share)
+
+
+def test_a_pause_is_not_told_from_an_answer_that_did_not_span_the_prompts_reading():
+    probe = Probe(max_tokens=256, clock=lambda: 0.0)
+    # An engine that reads beside the decoding, slowly: the 2.6 s answer ended 5 s into the prompt's reading.
+    run_probe(probe, FakeServer(slots=4, token_s=0.01, prefill_tps=300.0, pause_share=0.0))
+    assert probe.server(unlimited_slots=256).prefill_pause_share == 0.0
+    assert "no answer was streaming when the long prompt's reading ended" in probe.why()
 
 
 def test_a_server_that_keeps_prefixes_is_read_by_what_it_did_not_hold():
