@@ -267,7 +267,6 @@ class Probe:
             return None
         return (tokens - read_1) / (ttft - ttft_1)
 
-
     def _pause_share(self, prefill_tps: float, first: dict, per_stream: float) -> float:
         """The share of the long prompt's reading time that the answer sent beside it lost: how much longer
         it took than the first rung's answer alone (``first``: its first token, then each token at its
