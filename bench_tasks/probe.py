@@ -279,8 +279,8 @@ class Probe:
         reading_s = read_tokens(long) / prefill_tps
         if reading_s < PAUSE_SEEN_S:
             return 0.0
-        spans = [_span(row) for row in (long, beside) if row is not None]
-        if beside is None or None in spans or spans[0][0] > spans[1][1]:
+        read_span, beside_span = _span(long), beside and _span(beside)
+        if not read_span or not beside_span or read_span[0] > beside_span[1]:  # the answer ended before the read
             self.notes.append("no answer was streaming when the long prompt's reading ended: whether reading a "
                               "prompt pauses the others is not known, taken as not")
             return 0.0

@@ -110,10 +110,14 @@ class Stream(asyncio.BufferedProtocol):
             self.finished.set_result(None)
 
 
+def request_head(url: str, body: bytes) -> bytes:
+    """The whole request, head and body, as this reader sends it to ``url``'s chat endpoint."""
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\nContent-Type: "
+            f"application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+
 async def read_streams(url: str, body: bytes, streams: int, requests_per_stream: int) -> list[dict]:
-    parts = urlsplit(url)
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    parts, head = urlsplit(url), request_head(url, body)
     loop = asyncio.get_running_loop()
     results: list[dict] = []
     finished = [loop.create_future() for _ in range(streams)]

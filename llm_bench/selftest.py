@@ -104,10 +104,7 @@ def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
 
     out_dir = headless.prepare_out_dir(str(out_dir))
     truth_log = out_dir / "sim-truth.jsonl"
-    config = simengine.SimConfig(port=0, slots=workload.streams, prefill_tps=1e6, decode_tps=workload.stream_tps,
-                                 decode_slowdown=0.0, tokens_per_event=workload.tokens_per_event,
-                                 answer_tokens_min=workload.tokens, answer_tokens_max=workload.tokens,
-                                 truth_log=str(truth_log))
+    config = sim_config(workload, truth_log=str(truth_log))
     cores = _cores()
     client_cpu = cores[-1] if len(cores) >= 2 else None
     with simengine.start_process(config) as sim:
@@ -127,6 +124,16 @@ def measure(workload: Workload, out_dir: Path, bare_passes: dict) -> dict:
     row = {"workload": workload.name, **accuracy(records, truth, _client_cost(out_dir)), **bare_passes[shape]}
     row["cpu_vs_bare"] = _ratio(row["cpu_us_per_token"], row["bare_cpu_us_per_token"])
     return row
+
+
+def sim_config(workload: Workload, **more):
+    """The simulated engine that streams ``workload``: a slot per stream, prompts read at once, every
+    answer ``tokens`` long at ``stream_tps`` whatever the load."""
+    import simengine
+
+    return simengine.SimConfig(port=0, slots=workload.streams, prefill_tps=1e6, decode_tps=workload.stream_tps,
+                               decode_slowdown=0.0, tokens_per_event=workload.tokens_per_event,
+                               answer_tokens_min=workload.tokens, answer_tokens_max=workload.tokens, **more)
 
 
 def _cores() -> list[int]:

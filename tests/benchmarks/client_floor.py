@@ -35,9 +35,7 @@ def read(reader: str, workload: selftest.Workload, out: Path) -> float:
     """One reader's pass on its own engine: CPU microseconds per token."""
     import simengine
 
-    config = simengine.SimConfig(port=0, slots=workload.streams, prefill_tps=1e6, decode_tps=workload.stream_tps,
-                                 decode_slowdown=0.0, answer_tokens_min=workload.tokens,
-                                 answer_tokens_max=workload.tokens)
+    config = selftest.sim_config(workload)
     body = out / "body.json"
     selftest.write_bare_body(workload, config.model, body)
     cores = sorted(os.sched_getaffinity(0))

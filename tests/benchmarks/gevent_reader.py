@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import gevent
 import gevent.socket
 
-from llm_bench.bare_reader import CONTENT, END, TAIL
+from llm_bench.bare_reader import CONTENT, END, TAIL, request_head
 
 SO_TIMESTAMPNS = 35  # as locustfiles.transport: Linux, x86-64 and arm64
 ANCILLARY_BYTES = socket.CMSG_SPACE(16)
@@ -60,8 +60,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     parts, body = urlsplit(args.url), Path(args.body_file).read_bytes()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    head = request_head(args.url, body)
     cpu0, t0, results = process_time(), perf_counter(), []
     gevent.joinall([gevent.spawn(read_stream, parts.hostname, parts.port, head, args.requests_per_stream, results)
                     for _ in range(args.streams)], raise_error=True)
