@@ -283,6 +283,19 @@ class Search:
             step.last_answer = self.clock()
         self.poll()
 
+    def give_back(self, job: Job) -> None:
+        """A question handed out that its student will not ask (it stopped first: the class shrank): as if
+        never handed out, so the window waits for no answer to it, nor counts it among its requests."""
+        if job.scenario == PROBE:
+            if self.probing:
+                self.probe.give_back(job)
+        else:
+            step = self.step
+            if step is not None and job.phase == step.window and step.open > 0:
+                step.open -= 1
+                step.handed -= 1
+        self.poll()
+
     def waiting_on(self) -> str:
         """What the search is waiting for, in words (the stall watchdog's message)."""
         step = self.step
