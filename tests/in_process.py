@@ -30,11 +30,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 if "locust" not in sys.modules:
+    skip = os.environ.get("LOCUST_SKIP_MONKEY_PATCH")
     os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
     try:
         import locust  # noqa: F401 - here, before any other import of it
     finally:
-        del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+        if skip is None:
+            del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+        else:
+            os.environ["LOCUST_SKIP_MONKEY_PATCH"] = skip
 
 import gevent
 from locust.argument_parser import get_parser
