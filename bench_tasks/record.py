@@ -31,6 +31,9 @@ class Record:
     needle_found: bool | None = None
     tool_name: str | None = None  # agent: the tool the model called
     tool_call_valid: bool | None = None  # agent: a known tool with JSON arguments
+    # -- the user's own traffic (bench_tasks/traffic) --
+    source: str = ""  # file:line the request was read from (a prompt file, a conversation, a trace)
+    shared_tokens: int | None = None  # its prompt's tokens an earlier request sent too (trace hash ids, a prefix)
     request_id: str = ""  # the server's response id (joins with engine logs)
     t_start: float = 0.0  # unix seconds when sent: a label, never used for durations
     # -- outcome --
