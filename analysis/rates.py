@@ -44,7 +44,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.records import measured
+from analysis.records import as_rows, measured
 from analysis.spread import NAN, long_frame, long_rows, single
 from bench_tasks import slo as slos
 from bench_tasks.capacity import conclude
@@ -65,7 +65,8 @@ STEP_COLUMNS = ["phase", "offered_rps", "span_s", "requests", "sent", "ok", "fai
                 "decode_tps_p50", "send_lag_p50_s", "send_lag_p99_s"]
 TEXT_COLUMNS = ("phase", "outcome", "missed")
 FLOOD_COLUMNS = ["phase", "in_flight", "requests", "ok", "answers_rps"]
-DUE_GOALS = {"ttft_s": "ttft_due_s", "e2e_s": "e2e_due_s"}  # a goal's column, timed from due
+JUDGED = ("scenario", "ok", "flags", "t_start", "t_send", "send_lag_s", "ttfb_s", "ttft_due_s", "e2e_due_s",
+          *(column for column, _at_most in slos.GOAL_COLUMNS.values()))  # what goodput and the verdict read
 
 
 def latency_name(figure: str, q: float) -> str:
@@ -148,7 +149,7 @@ def _meeting(rows: pd.DataFrame, slo: slos.Slo | None) -> pd.Series:
     """Which requests met every goal, timed from due."""
     if slo is None or rows.empty:
         return pd.Series(False, index=rows.index, dtype=bool)
-    return pd.Series([slos.meets(slo, due_row(row)) for row in rows.to_dict("records")], index=rows.index, dtype=bool)
+    return pd.Series([slos.meets(slo, due_row(row)) for row in as_rows(rows, JUDGED)], index=rows.index, dtype=bool)
 
 
 def _saturated(rate: pd.DataFrame, due: pd.Series) -> float:
@@ -191,7 +192,7 @@ def _percentile(name: str, values_in_order: list[float], q: float) -> dict:
 
 
 def _verdict(slo: slos.Slo, window: pd.DataFrame, saturated: float) -> dict:
-    judged = slos.judge(slo, [due_row(row) for row in window.to_dict("records")], final=True)
+    judged = slos.judge(slo, [due_row(row) for row in as_rows(window, JUDGED)], final=True)
     outcome, missed = judged["outcome"], list(judged["missed"])
     if saturated == 1.0 and outcome == slos.MEETS:
         outcome, missed = slos.MISSES, ["the server did not follow the rate: its waits grow as long as it lasts"]

@@ -183,6 +183,12 @@ class Step:
         in_flight = rate_rps * ((answer_s or 0.0) + self.lead_s + POLL_S)
         return math.ceil(1.5 * in_flight) + 1
 
+    def summary(self) -> dict:
+        """What the step did, for the run's log (sweep.jsonl's ``step`` event)."""
+        return {"phase": self.name, "step": self.number, "offered_rps": self.offered_rps, "due": self.issued,
+                "window": self.window_jobs, "window_start": self.window_start, "window_end": self.window_end,
+                "not_sent": len(self.unsent), "dropped": self.dropped}
+
     def waiting_on(self, now: float) -> str:
         late = sum(1 for job in self.pending if job.release_at < now)
         return (f"{sum(self.outstanding.values())} request(s) in flight, {late} due and not sent yet"
@@ -257,6 +263,11 @@ class Flood:
 
     def users(self, max_in_flight: int, poll_s: float = POLL_S) -> int:
         return self.in_flight
+
+    def summary(self) -> dict:
+        """What the flood measured, for the run's log (sweep.jsonl's ``step`` event)."""
+        return {"phase": self.name, "step": self.number, "in_flight": self.in_flight, "answers": self.answers,
+                "timed": len(self.took_s), "answers_rps": self.answers_rps()}
 
     def waiting_on(self, now: float) -> str:
         return f"{self.outstanding} request(s) in flight, {len(self.took_s)} of {self.min_requests} answers timed"

@@ -172,6 +172,14 @@ class Sweep:
         later = [r for r in self.rates if done and r > done[0]]
         return self.options.step(later[0]) if later else None
 
+    def result(self) -> dict:
+        """The plan's outcome, for the run's log (sweep.jsonl's ``end`` event): the rates it offered and,
+        for a sweep to saturation, the floods' rates, the saturation rate and why the ladder stopped."""
+        ladder = self.ladder
+        return {"rates": self.rates, "floods": dict(ladder.measured) if ladder else None,
+                "saturation_rps": ladder.saturation_rps if ladder else None,
+                "stopped": ladder.stopped if ladder else None}
+
     def _flood(self, in_flight: int) -> Flood:
         o = self.options
         return Flood(in_flight, max(o.min_requests, 2 * in_flight), o.probe_s)

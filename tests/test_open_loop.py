@@ -78,8 +78,11 @@ def test_a_job_is_known_a_lead_before_it_is_due_and_not_earlier():
 def test_a_sweep_keeps_the_load_until_its_window_is_answered():
     room = Room(slots=4, service_s=0.5)
     options = SweepOptions((2.0, 4.0), parse("constant"), settle_s=2.0, window_s=4.0, min_requests=10)
-    loop = OpenLoop(Sweep(options), room.now)
+    logged = []
+    loop = OpenLoop(Sweep(options), room.now, on_step=lambda step: logged.append(step.summary()))
     records = frame(room.run(loop))
+    assert [(s["phase"], s["offered_rps"], s["not_sent"]) for s in logged] == [("rate-2", 2.0, 0), ("rate-4", 4.0, 0)]
+    assert logged[0]["window"] == len(records[records["phase"] == "rate-2"])
     assert list(dict.fromkeys(records.sort_values("t_due")["phase"])) == [
         "settle-rate-2", "rate-2", "drain-rate-2", "settle-rate-4", "rate-4", "drain-rate-4"]
     for rate in (2.0, 4.0):
@@ -104,6 +107,9 @@ def test_a_sweep_to_saturation_finds_the_servers_rate_and_spreads_below_it():
     assert {"flood-1", "flood-2", "flood-4", "flood-8"} <= phases and {f"rate-{r:g}" for r in sweep.rates} <= phases
     floods = records[records["phase"].str.startswith("flood-")]
     assert floods["t_due"].isna().all() and floods["offered_rps"].isna().all()
+    result = sweep.result()
+    assert result["saturation_rps"] == pytest.approx(8.0) and result["stopped"] == PLATEAU
+    assert result["rates"] == sweep.rates and set(result["floods"]) == {1, 2, 4, 8}
 
 
 def test_the_ladder_stops_at_a_plateau_or_at_the_pool_it_may_use():
