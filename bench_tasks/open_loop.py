@@ -25,7 +25,8 @@ gives their rate, the most the server answers with that many requests in hand.
 
 ``OpenLoop`` runs a plan's steps (``bench_tasks.sweep``) behind the suite's users' protocol (``take``,
 ``done``, ``forget``, ``waiting_on``, ``phase``), clock injected, so the same messages carry it to
-workers. Pure: no Locust.
+workers; ``start_delay_s`` holds the first schedule back while the pool it asks for spawns and warms up
+(a run at one rate has no settle to absorb it). Pure: no Locust.
 """
 
 from __future__ import annotations
@@ -284,6 +285,7 @@ class OpenLoop:
     on_take: Callable[[Job], None] | None = None
     on_unsent: Callable[[Job], None] | None = None  # a window job that was never sent
     on_step: Callable[[object], None] | None = None  # a step is over (a flood's rate is known)
+    start_delay_s: float = 0.0  # the first step's schedule starts this much later: the pool spawns and warms up
     accepting: bool = True  # the suite's protocol: nothing holds the users back
     phase: Phase | None = None
     step: Step | Flood | None = None
@@ -348,7 +350,7 @@ class OpenLoop:
             self._enter(None)
             return
         self.steps.append(step)
-        step.begin(self.clock(), len(self.steps))
+        step.begin(self.clock() + (self.start_delay_s if len(self.steps) == 1 else 0.0), len(self.steps))
         if isinstance(step, Flood):
             self._users = step.in_flight  # a closed loop: exactly its requests' users
         elif step.offered_rps:

@@ -35,6 +35,15 @@ def test_below_capacity_every_request_leaves_when_due():
     assert room.most_users <= 12  # the pool stays near what the load needs (about 4 in flight)
 
 
+def test_the_first_schedule_waits_for_the_pool_to_start():
+    room = Room(slots=4, service_s=0.5)
+    start = room.now()
+    loop = OpenLoop(OneRate(RateOptions(5.0, parse("constant"), requests=5)), room.now, start_delay_s=3.0)
+    assert loop.phase.users >= 2  # asked for at once, while nothing is due yet
+    records = frame(room.run(loop))
+    assert records["t_due"].min() == pytest.approx(start + 3.0 + LEAD_S + 0.2)
+
+
 def test_a_full_pool_sends_late_and_drops_what_it_cannot_send():
     room = Room(slots=1, service_s=0.5)  # 2 answers per second, offered 10
     options = RateOptions(10.0, parse("constant"), requests=40, max_in_flight=2, drain_limit_s=3.0)
