@@ -21,7 +21,8 @@ dropped.
 
 A ``Flood`` step keeps ``in_flight`` requests going, each sent as the last was answered (a closed loop,
 ``flood-N``): after a first round it times ``min_requests`` answers over at least ``window_s`` and
-gives their rate, the most the server answers with that many requests in hand.
+gives their rate (times the share of its records that succeeded, from ``record``: the run's records as
+they come together), the most the server answers with that many requests in hand.
 
 ``OpenLoop`` runs a plan's steps (``bench_tasks.sweep``) behind the suite's users' protocol (``take``,
 ``done``, ``forget``, ``waiting_on``, ``phase``), clock injected, so the same messages carry it to
@@ -217,6 +218,7 @@ class Flood:
         self.answers = 0
         self.first_timed: float | None = None
         self.took_s: list[float] = []  # after the first round: each answer's time from hand-out
+        self.outcomes = {True: 0, False: 0}  # its records, as they arrive (``record``): succeeded or not
         self.closed = False
 
     @property
@@ -255,12 +257,19 @@ class Flood:
     def over(self) -> bool:
         return self.closed and self.outstanding == 0
 
+    def record(self, row: dict) -> None:
+        if row.get("phase") == self.name:
+            self.outcomes[bool(row.get("ok"))] += 1
+
     def answers_rps(self) -> float | None:
-        """N over the timed answers' mean time (None before any)."""
+        """N over the timed answers' mean time, times the share of its records (those arrived) that
+        succeeded: a request that failed at once is no answer (None before any answer)."""
         if not self.took_s:
             return None
         mean_s = sum(self.took_s) / len(self.took_s)
-        return self.in_flight / mean_s if mean_s > 0 else None
+        recorded = sum(self.outcomes.values())
+        ok_share = self.outcomes[True] / recorded if recorded else 1.0
+        return self.in_flight / mean_s * ok_share if mean_s > 0 else None
 
     def users(self, max_in_flight: int, poll_s: float = POLL_S) -> int:
         return self.in_flight
@@ -316,6 +325,12 @@ class OpenLoop:
 
     def forget(self, user: str) -> list[Job]:
         return []  # a job is handed to the user that asked: nothing waits to be picked up
+
+    def record(self, row: dict) -> None:
+        """A finished record, where the run's records come together (local runner or master): a flood
+        counts its failures."""
+        if isinstance(self.step, Flood):
+            self.step.record(row)
 
     def waiting_on(self) -> str:
         if self.step is None:

@@ -164,7 +164,7 @@ class Sweep:
             if following is not None:
                 return self._flood(following)
             saturation = self.ladder.saturation_rps
-            if saturation is None:
+            if not saturation:
                 return None  # no rung was answered: nothing to spread
             self.rates = sorted({rounded(saturation * share) for share in AUTO_FRACTIONS})
             return self.options.step(self.rates[0])

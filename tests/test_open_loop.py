@@ -144,6 +144,22 @@ def test_a_flood_times_its_answers_after_a_first_round_by_littles_law():
     assert flood.answers_rps() == pytest.approx(4.0) and flood.closed
 
 
+def test_a_flood_whose_requests_fail_answers_nothing_and_the_sweep_spreads_no_rate():
+    flood = Flood(in_flight=1, min_requests=2, window_s=0.0)
+    flood.begin(0.0, number=1)
+    t = 0.0
+    while not flood.closed:
+        job = flood.take(t)
+        t += 0.01  # refused at once
+        flood.done(job, t)
+        flood.record({"phase": "flood-1", "ok": False})
+    assert flood.answers_rps() == 0.0
+    sweep = Sweep(SweepOptions(None, parse("poisson"), max_in_flight=1))
+    first = sweep.first()
+    first.took_s, first.outcomes = flood.took_s, flood.outcomes
+    assert sweep.next(first) is None and sweep.ladder.stopped == LIMIT
+
+
 def test_stamp_due_times_a_request_from_when_it_was_due():
     record = Record(t_send=100.25, ttft_s=0.5, e2e_s=2.0)
     stamp_due(record, 100.0)
