@@ -16,15 +16,15 @@ not a settle or drain), times on one clock (each machine's ``perf_counter`` plus
   its 90% interval (``slo.interval``: batch means on the requests in the order they were due, as a
   capacity step's: neighbours share the server's busy periods), ``send_lag`` p50 and p99, ``late`` (sent
   more than ``open_loop.LATE_S`` after due), ``not_sent``, ``decode_tps_p50`` (what one user reads at);
-- ``saturated``: 1 when the open loop did not follow: the window's due requests outnumber the answers
-  that ended in it by more than the boundaries allow. Over the span, due minus answered is how much
-  the requests outstanding (due, not answered) grew; a server that keeps up holds them near their mean,
-  B = achieved_rps x mean e2e_due (Little's law), and they differ between the span's two ends by about
-  sqrt(2 B) for Poisson arrivals (as many outstanding as an infinite server would hold: a Poisson
-  count), by CV times that for gaps of coefficient of variation CV > 1. The allowance is three of those
-  (with B at least 1) plus 2% of the due requests (a server near saturation swings more than an infinite
-  one): a rate falling short by more did not follow, its outstanding requests grow for as long as it is
-  offered. The 2% is the resolution: a rate within 2% of saturation may pass as followed.
+- ``saturated``: 1 when the open loop did not follow. The requests of the rate outstanding (due, not
+  answered successfully yet) are counted at each due time of the window and a line fitted to them: a
+  server that keeps up holds them about their mean (Little's law: the rate times the time from due to
+  answer), one that does not sees them grow at the offered rate minus the answered one. The window did
+  not follow when the line rises over the span by more than three times the count's swings about it
+  (their standard deviation, times sqrt 2: the difference of two ends), plus 2% of the window's
+  requests, and at least one request. The 2% is the resolution (a rate within 2% of saturation may pass
+  as followed); near saturation the count swings slowly, and a short window may see it grow by chance or
+  miss a slow growth.
 - with an SLO, ``meets_slo``: ``slo.judge`` on the window's requests with their figures timed from due
   (a goal on ``ttft`` reads ``ttft_due_s``, on ``e2e`` ``e2e_due_s``, on ``ttfb`` ``send_lag_s +
   ttfb_s``), decided on its point estimates when its intervals straddle a limit, as a capacity step's
@@ -154,8 +154,9 @@ def _meeting(rows: pd.DataFrame, slo: slos.Slo | None) -> pd.Series:
 
 def _saturated(rate: pd.DataFrame, due: pd.Series) -> float:
     """1.0 when the requests outstanding (due, not answered) grew over the window by more than their
-    swings allow (the module's notes), 0.0 when not, missing with fewer than three requests due."""
-    if len(due) < 3:
+    swings allow (the module's notes), 0.0 when not, missing with fewer than three requests due (or all
+    due at once)."""
+    if len(due) < 3 or not due.iloc[-1] > due.iloc[0]:
         return NAN
     ok = rate["ok"].fillna(False).astype(bool)
     due_all = np.sort(_on_master(rate, "t_due").dropna().to_numpy())
@@ -164,7 +165,7 @@ def _saturated(rate: pd.DataFrame, due: pd.Series) -> float:
     t = due.to_numpy() - due.iloc[0]
     outstanding = np.searchsorted(due_all, due.to_numpy(), "right") - np.searchsorted(ended, due.to_numpy(), "right")
     slope, level = np.polyfit(t, outstanding, 1)
-    swings = np.std(outstanding - (level + slope * t), ddof=2) if len(t) > 2 else 0.0
+    swings = np.std(outstanding - (level + slope * t), ddof=2)
     allowance = Z_BOUNDARY * math.sqrt(2) * swings + SHORTFALL_SHARE * (len(due) - 1)
     return float(slope * t[-1] > max(allowance, 1.0))
 
