@@ -88,6 +88,19 @@ def capacity_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, st
     return [("heading", "Capacity"), ("list", sentences), ("table", display(steps, keys))]
 
 
+RATE_METRICS = ["offered_rps", "due_rps", "achieved_rps", "output_tps", "ttft_due_p50_s", "ttft_due_p95_s", "itl_p50_s",
+                "itl_p95_s", "e2e_due_p95_s", "send_lag_p99_s", "goodput_share", "saturated"]
+
+
+def rate_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[tuple]:
+    """The open loop's result in sentences (the highest rate that met the SLO last) and its rates' main figures."""
+    if not sentences:
+        return []
+    windows = long[(long["table"] == "rates") & long["metric"].isin(RATE_METRICS)]
+    return [("heading", "Open loop: rates"), ("list", sentences), *([("table", display(windows, keys))]
+                                                                     if len(windows) else [])]
+
+
 def stall_blocks(sentence: str, longest: pd.DataFrame) -> list[tuple]:
     """The longest stalls of the answers' streams and what was being read when they happened."""
     if not sentence:
@@ -105,12 +118,13 @@ def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
 def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
                    warnings: list[str], problems: list[str], long: pd.DataFrame,
                    pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = (),
-                   failure: dict | None = None, lost: list[str] = (), stalls: list[tuple] = ()) -> list[tuple]:
-    """``stalls``: stall_blocks' blocks (none when the records have no stall figures)."""
+                   failure: dict | None = None, lost: list[str] = (), stalls: list[tuple] = (),
+                   rates: list[tuple] = ()) -> list[tuple]:
+    """``stalls``: stall_blocks' blocks (none when the records have no stall figures); ``rates``: rate_blocks'."""
     incomplete = [] if facts["complete"] else ["this directory"]
     failed = [failure_sentence(failure)] if failure else []
     return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
-            *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long), *stalls,
+            *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long), *rates, *stalls,
             *warning_blocks(incomplete, warnings, problems, failed, lost),
             *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
             ("list", header_items(facts)), *table_blocks(long)]
@@ -120,15 +134,15 @@ def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd
                    keys: dict[str, str], winners: list[str], warnings: list[str], problems: list[str],
                    long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
                    capacity: list[str] = (), failures: dict[str, dict] | None = None,
-                   lost: list[str] = ()) -> list[tuple]:
-    """``failures``: a setup's failed run (its failure.json), by label."""
+                   lost: list[str] = (), rates: list[tuple] = ()) -> list[tuple]:
+    """``failures``: a setup's failed run (its failure.json), by label; ``rates``: rate_blocks'."""
     incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
     failed = [f"{keys[label]} ({label}): {failure_sentence(failure)}" for label, failure in (failures or {}).items()]
     blocks = [("title", "llm-bench compare: " + " vs ".join(keys.values())), ("list", legend),
               *headline_blocks(lines, keys)]
     if winners:
         blocks += [("heading", "The result, in words"), ("text", WINNERS_NOTE), ("list", winners)]
-    blocks += [*capacity_blocks(list(capacity), long, keys),
+    blocks += [*capacity_blocks(list(capacity), long, keys), *rates,
                *warning_blocks(incomplete, warnings, problems, failed, lost),
                *chart_blocks(pictures), ("heading", "Details")]
     for label, facts in facts_by_setup.items():

@@ -27,7 +27,7 @@ from bench_tasks import run_failure
 from bench_tasks import slo as slos
 from bench_tasks.metrics import GAUGE_KEYS
 from bench_tasks.records_file import (CAPACITY_JSONL, ENGINE_SERIES_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL,
-                                      RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB)
+                                      RECORDS_JSONL, REQUESTS_CSV, SWEEP_JSONL, WORKER_JSONL_GLOB)
 
 SETTINGS_JSON = "settings.json"
 _TRUE = ("true", "1", "yes")
@@ -179,19 +179,22 @@ def load_settings(directory: str | Path) -> dict:
 
 
 def load_slo(directory: str | Path) -> tuple[slos.Slo | None, list[str]]:
-    """The SLO a capacity search judged its steps by (``DIR/capacity.jsonl``), or None when the
-    directory holds no search; problems met reading it."""
-    path = Path(directory) / CAPACITY_JSONL
-    if not path.exists():
-        return None, []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-            if event.get("event") == "search":
-                return slos.parse(event["slo"]), []
-        except (ValueError, KeyError, AttributeError) as exc:
-            return None, [f"{CAPACITY_JSONL}: its SLO cannot be read ({exc}); the capacity tables are left out"]
-    return None, [f"{CAPACITY_JSONL}: no search line; the capacity tables are left out"]
+    """The SLO a capacity search judged its steps by (``DIR/capacity.jsonl``) or a sweep its rates
+    (``DIR/sweep.jsonl``, an SLO of ``null`` when it was given none), or None when the directory holds
+    neither; problems met reading it."""
+    for name, first in ((CAPACITY_JSONL, "search"), (SWEEP_JSONL, "sweep")):
+        path = Path(directory) / name
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                event = json.loads(line)
+                if event.get("event") == first:
+                    return (slos.parse(event["slo"]) if event["slo"] else None), []
+            except (ValueError, KeyError, AttributeError) as exc:
+                return None, [f"{name}: its SLO cannot be read ({exc}); the tables judged by it are left out"]
+        return None, [f"{name}: no {first} line; the tables judged by its SLO are left out"]
+    return None, []
 
 
 def typed(frame: pd.DataFrame) -> pd.DataFrame:

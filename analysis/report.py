@@ -2,10 +2,11 @@
 
     write_report(run_dir)              -> DIR/summary.md, summary.csv, report.html, the charts
                                           (capacity.png, total_tps.png, ttft_by_prompt.png, token_latency.png,
-                                          timeline.png), stalls.csv (records with stall figures) and
-                                          engine_clock.csv when the engine sent timings
+                                          timeline.png, rate_latency.png, pareto.png), stalls.csv (records with
+                                          stall figures) and engine_clock.csv when the engine sent timings
     write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.html and the charts
-                                          (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png)
+                                          (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png,
+                                          rate_latency.png, pareto.png)
 
 Both print nothing and return the paths they wrote. A chart with nothing to draw is not written.
 """
@@ -17,14 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, stalls, study,
-                      summary, timeline, winners)
+from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, rates, stalls,
+                      study, summary, timeline, winners)
 from bench_tasks.records_file import STALLS_CSV
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
 TTFT_PNG, LATENCY_PNG, CAPACITY_PNG = "ttft_by_prompt.png", "token_latency.png", "capacity.png"
 TIMELINE_PNG = "timeline.png"
+RATE_LATENCY_PNG, PARETO_PNG = "rate_latency.png", "pareto.png"
 
 
 def write_report(run_dir) -> list[Path]:
@@ -45,14 +47,16 @@ def write_report(run_dir) -> list[Path]:
                           "total_tps.png": charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys),
-                          TIMELINE_PNG: timeline.timeline_chart(records, found, series)})
+                          TIMELINE_PNG: timeline.timeline_chart(records, found, series), **_rate_charts(long, keys)})
     measured_stalls = _has_stall_figures(records)
-    blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
+    blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys,
+                                     study.warnings(records) + rates.warnings(records),
                                      problems + metric_problems + slo_problems + lost_problems + series_problems,
                                      long, pictures, capacity_sentences(records, {facts["setup"]: slo}),
                                      load.load_failure(run_dir), lost_workers.sentences(losses),
                                      document.stall_blocks(stalls.sentence(found, records), stalls.longest(found))
-                                     if measured_stalls else [])
+                                     if measured_stalls else [],
+                                     document.rate_blocks(rates.conclusion(records, slo), long))
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     if measured_stalls:
@@ -81,24 +85,36 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     losses = {label: _losses(mine, problems) for label, mine in by_setup.items()}
     facts = {label: summary.facts(mine, settings[label], list(losses[label]["client_host"]))
              for label, mine in by_setup.items()}
-    warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
+    warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items()
+                for w in study.warnings(mine) + rates.warnings(mine)]
     lines = headline.headline(long, setups)
     pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, slos),
                           COMPARE_PNG: charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
-                          LATENCY_PNG: charts.token_latency_chart(records, keys)})
+                          LATENCY_PNG: charts.token_latency_chart(records, keys), **_rate_charts(long, keys)})
     failures = {label: failure for label, mine in by_setup.items() for run_dir in mine["run_dir"].unique()
                 if (failure := load.load_failure(run_dir)) is not None}
     blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
                                      winners.winners(lines, keys), warnings, problems, long, pictures,
                                      capacity_sentences(records, slos, keys), failures,
                                      [f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
-                                      for sentence in lost_workers.sentences(table)])
+                                      for sentence in lost_workers.sentences(table)],
+                                     document.rate_blocks(_rate_sentences(by_setup, slos, keys), long, keys))
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare",
                                                                   _embed_script(pictures))))
     return written
+
+
+def _rate_sentences(by_setup: dict[str, pd.DataFrame], slos: dict, keys: dict[str, str]) -> list[str]:
+    """Each setup's open-loop sentences (rates.conclusion), opened by its key and label."""
+    return [f"{keys[label]} ({label}): {line}" for label, mine in by_setup.items()
+            for line in rates.conclusion(mine, slos[label])]
+
+
+def _rate_charts(long: pd.DataFrame, keys: dict[str, str]) -> dict:
+    return {RATE_LATENCY_PNG: charts.rate_latency_chart(long, keys), PARETO_PNG: charts.pareto_chart(long, keys)}
 
 
 def _has_stall_figures(records: pd.DataFrame) -> bool:

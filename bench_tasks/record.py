@@ -91,6 +91,12 @@ class Record:
     engine_cache_n: int | None = None
     engine_draft_n: int | None = None  # speculative decoding: tokens drafted for this request
     engine_draft_accepted_n: int | None = None  # of those, accepted
+    # -- the open loop (bench_tasks.open_loop): when the request was due, and the figures timed from then --
+    offered_rps: float | None = None  # the rate its step offered (requests/s; empty for a trace's own times)
+    t_due: float | None = None  # perf_counter when it was due, on the clock of t_send (a worker's own)
+    send_lag_s: float | None = None  # t_send - t_due: how late it left (the client's own queue)
+    ttft_due_s: float | None = None  # send_lag_s + ttft_s: the first token as the one who asked at t_due waited
+    e2e_due_s: float | None = None  # send_lag_s + e2e_s
 
     def to_dict(self) -> dict:
         # Every field is a scalar: a shallow copy is the whole record (dataclasses.asdict copies
