@@ -18,7 +18,7 @@ from analysis.records import measured
 from analysis.spread import long_frame, long_rows, single
 from bench_tasks import slo as slos
 from bench_tasks.capacity import SCENARIO, conclude
-from bench_tasks.figures import MISSING, shown
+from bench_tasks.formatting import MISSING, interval, percent, shown
 
 WINDOW = re.compile(r"class-(\d+)(?:-\d+)?")  # class-N, or class-N-2: the class again after a refused window
 STEP_COLUMNS = ["phase", "students", "step", "requests", "ok", "failed", "client_saturated", "ttft_p50_s",
@@ -165,7 +165,7 @@ def format_steps(steps: pd.DataFrame, slo: slos.Slo) -> str:
                  shown(step["ttft_p95_s"], 3), shown(step["per_user_decode_tps"], 1),
                  *[shown(step[g.figure], 3 if g.at_most else 1) for g in goals],
                  *[_interval_shown(step, g, digits) for g, _name, digits in intervals],
-                 MISSING if slos.number(step["goodput_share"]) is None else f"{step['goodput_share']:.0%}"]
+                 percent(step["goodput_share"])]
         lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)) + "  " + _verdict(step))
     return "\n".join(lines)
 
@@ -180,7 +180,6 @@ def _interval_shown(step: dict, goal: slos.Goal, digits: int) -> str:
     """``0.712–0.968``; an end the window's requests cannot place is ``?``; MISSING when not measured."""
     if slos.number(step[goal.figure]) is None:
         return MISSING
-    ends = [slos.number(step[goal.low]), slos.number(step[goal.high])]
-    return "–".join("?" if end is None else shown(end, digits) for end in ends)
+    return interval(step[goal.low], step[goal.high], lambda end: shown(end, digits))
 
 

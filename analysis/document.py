@@ -21,7 +21,7 @@ import pandas as pd
 from analysis import charts, headline
 from analysis.cells import display
 from analysis.summary import TABLE_TITLES
-from bench_tasks.figures import MISSING
+from bench_tasks.formatting import MISSING
 
 HEADLINE_NOTE = ("Each cell is the median over runs (bursts: over rounds; the slowest first token is a round's "
                  "p95). Its confidence interval, at the level it reached (order statistics: at 3 runs the min–max, "

@@ -45,6 +45,7 @@ from bench_tasks import slo as slos
 from bench_tasks.classroom import ThinkTime
 from bench_tasks.probe import MAX_BURST, Probe
 from bench_tasks.probe import SCENARIO as PROBE
+from bench_tasks.statistics import median
 from bench_tasks.suite import Job, Phase
 
 SCENARIO = "classroom"
@@ -449,7 +450,7 @@ def probe_line(search: Search) -> str:
     parts = [f"probe: {slots}, decode {1 / server.token_s:.0f} tok/s per request alone "
              f"({1 / server.token_time_s(busy):.0f} with {busy} at once), {prefill}, first token "
              f"{server.first_token_s:.3f} s, answers {answers[0]}-{answers[-1]} tokens "
-             f"(median {answers[len(answers) // 2]})"]
+             f"(median {median(answers):.0f})"]
     knee = prediction.capacity
     shown = [prediction.classes[n] for n in (knee, knee + 1) if n in prediction.classes]
     figures = "; ".join(f"{c.students}: " + ", ".join(f"{g.label} {c.figures[g.figure]:.3g} {g.unit}"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from bench_tasks import slo as slos
 from bench_tasks.classroom import SYSTEM, TOPICS
 from bench_tasks.classroom_queue import QUESTION_TOKENS, Server
-from bench_tasks.stream import quantile
+from bench_tasks.statistics import median
 from bench_tasks.suite import Coordinator, Job, Phase
 
 SCENARIO = "probe"
@@ -92,11 +92,6 @@ def served_at_once(rows: list[dict]) -> list[dict]:
     first_token, first_end = min(first for first, _, _ in timed), min(end for _, end, _ in timed)
     halfway = (first_token + first_end) / 2
     return [row for first, _, row in timed if first < halfway]
-
-
-def median(values: list[float]) -> float | None:
-    known = sorted(v for v in values if v is not None)
-    return quantile(known, 0.5) if known else None
 
 
 def fit_token_time(points: list[tuple[int, float]]) -> tuple[float, float]:

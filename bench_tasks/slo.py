@@ -27,13 +27,13 @@ process judges with it while the search runs, and ``analysis`` with the same cod
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from bench_tasks.figures import number, succeeded
-from bench_tasks.intervals import BATCH_MEANS, Interval, quantile_interval, window_quantile_interval
-from bench_tasks.stream import quantile
+from bench_tasks.formatting import apart_from, ci, decimals
+from bench_tasks.record import flag_set
+from bench_tasks.statistics import BATCH_MEANS, Interval, quantile, quantile_interval, window_quantile_interval
 
 MEETS, MISSES, UNSURE, SATURATED = "meets", "misses", "unsure", "client_saturated"
 BY_INTERVAL, BY_POINT = "interval", "point estimate"  # what a verdict was decided on
@@ -148,8 +148,7 @@ def parse(text: str) -> Slo:
 
 
 def flagged(row: dict, flag: str) -> bool:
-    flags = row.get("flags")
-    return isinstance(flags, str) and flag in flags.split(";")
+    return flag in flag_set(row.get("flags"))
 
 
 def meets(slo: Slo, row: dict) -> bool:
@@ -260,19 +259,9 @@ def _goal_text(goal: Goal, value: float | None, interval: Interval | None, level
     if value is None:
         return f"{goal.name} not measured (no successful request had it)"
     sign = ("≤" if goal.at_most else "≥") if goal.holds(value) else (">" if goal.at_most else "<")
-    return f"{goal.name} {_digits(value, goal.limit)} {goal.unit} {sign} {goal.limit:g}, {ci_text(interval, level)}"
-
-
-def _digits(value: float, limit: float) -> str:
-    """Three significant digits, or as many more as it takes not to read as the limit when it is not."""
-    for digits in range(3, 8):
-        if f"{value:.{digits}g}" != f"{limit:g}" or value == limit:
-            break
-    return f"{value:.{digits}g}"
-
-
-def ci_text(interval: Interval | None, level: float = LEVEL) -> str:
-    return f"{level:.0%} CI {interval.text()}" if interval is not None else f"no {level:.0%} CI"
+    within = (ci(level, interval.low, interval.high, lambda end: f"{end:.3g}") if interval is not None
+              else f"no {level:.0%} CI")
+    return f"{goal.name} {apart_from(value, goal.limit, 3, 'g')} {goal.unit} {sign} {goal.limit:g}, {within}"
 
 
 def verdict_line(slo: Slo, students: int, figures: dict, again: bool = False, up_to_s: float | None = None,
@@ -317,17 +306,11 @@ def _figure_text(goal: Goal, figures: dict, level: float) -> str:
     value = figures[goal.figure]
     if value is None:
         return f"{goal.label} not measured"
-    decimals = max(0, 1 - math.floor(math.log10(abs(value)))) if value else 2
-    if figures[goal.level] is None:
-        return f"{goal.label} {_near(value, decimals, goal)} {goal.unit} (no {level:.0%} CI)"
-    ends = "–".join("?" if end is None else _near(end, decimals, goal) for end in (figures[goal.low], figures[goal.high]))
-    return f"{goal.label} {_near(value, decimals, goal)} {goal.unit} ({level:.0%} CI {ends})"
+    digits = decimals(value)
 
+    def near(end: float) -> str:
+        return apart_from(end, goal.limit, digits)
 
-def _near(value: float, decimals: int, goal: Goal) -> str:
-    """``value`` to ``decimals``, or as many more (up to 5) as it takes not to read as the limit."""
-    for digits in range(decimals, decimals + 6):
-        text = f"{value:.{digits}f}"
-        if value == goal.limit or text != f"{goal.limit:.{digits}f}":
-            break
-    return text
+    within = (f"no {level:.0%} CI" if figures[goal.level] is None
+              else ci(level, figures[goal.low], figures[goal.high], near))
+    return f"{goal.label} {near(value)} {goal.unit} ({within})"

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis import agreement, cells, load, overview, study
+from analysis.records import ok_mask
 from analysis.spread import LONG_COLUMNS
 from bench_tasks.record import COLUMNS, Record
 from bench_tasks.records_file import write_csv
@@ -517,7 +518,7 @@ def test_latency_boxes_are_pandas_quantiles_of_the_requests_that_have_itl():
 
     records = many_requests(5_000, seed=2)
     boxes = charts.latency_boxes(records, {"one": "A", "two": "B"}).set_index(["phase", "setup"])
-    counted = records[(records["scenario"] != "warmup") & records["ok"].fillna(False).astype(bool)]
+    counted = records[(records["scenario"] != "warmup") & ok_mask(records)]
     for (phase, setup), mine in counted.groupby(["phase", "setup"]):
         values = mine["itl_s"].dropna().astype(float) * 1000
         box = boxes.loc[(phase, setup)]

@@ -39,7 +39,7 @@ from bench_tasks import slo as slos
 from bench_tasks.capacity import Gallop, conclude, shrink_at_limit
 from bench_tasks.classroom import ThinkTime
 from bench_tasks.classroom_queue import Server, predict, simulate
-from bench_tasks.intervals import quantile_interval, t_quantile, window_quantile_interval
+from bench_tasks.statistics import quantile_interval, t_quantile, window_quantile_interval
 from bench_tasks.stream import quantile
 
 SERVER = Server(slots=4, token_s=1 / 100, answer_tokens=(256,), first_token_s=0.001, prefill_tps=40000.0,
