@@ -194,6 +194,18 @@ def load_slo(directory: str | Path) -> tuple[slos.Slo | None, list[str]]:
     return None, [f"{CAPACITY_JSONL}: no search line; the capacity tables are left out"]
 
 
+def load_overdue(directory: str | Path) -> dict[str, int]:
+    """Each judged window's overdue answers, by phase: the search's own count (``step`` lines of
+    ``DIR/capacity.jsonl``), which the records cannot tell. A window missing here (no search, or a search
+    from before the count) has it missing, never 0."""
+    path, overdue = Path(directory) / CAPACITY_JSONL, {}
+    for line in path.read_bytes().splitlines() if path.exists() else ():
+        event = _json_object(line) if line.strip() else None
+        if event and event.get("event") == "step" and isinstance(event.get("overdue"), int):
+            overdue[str(event.get("phase"))] = event["overdue"]
+    return overdue
+
+
 def typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Cells as read (text from CSV, JSON values) to the Record's types; empty, or not of the column's
     type, means missing. Columns the Record lacks are added (empty); others are kept, as text."""

@@ -36,7 +36,8 @@ def write_report(run_dir) -> list[Path]:
     losses = lost_workers.losses(records, lost)
     facts = summary.facts(records, settings, list(losses["client_host"]))
     slo, slo_problems = load.load_slo(run_dir)
-    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
+    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo,
+                           overdue=load.load_overdue(run_dir))
     keys = legend.setup_keys([facts["setup"]])
     items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
     found = stalls.stalls(records)
@@ -73,7 +74,10 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     metrics = _metrics_by_setup(records, problems)
     names = {label: load.load_metric_names(mine["run_dir"].iloc[0]) for label, mine in records.groupby("setup")}
     slos = _slos_by_setup(records, problems)
-    long = summary.comparison(records, metrics, names, slos)
+    overdue = {label: {phase: n for run_dir in mine["run_dir"].unique()
+                       for phase, n in load.load_overdue(run_dir).items()}
+               for label, mine in records.groupby("setup", sort=False)}
+    long = summary.comparison(records, metrics, names, slos, overdue)
     setups = summary.setups(records)
     keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.records import as_rows, failed, flags_seen, has_flag, measured, of_scenario, ok_mask, phase_order, succeeded
+from analysis.records import (as_rows, failed, flags_seen, has_flag, measured, of_scenario, ok_mask, phase_order,
+                              succeeded)
 from analysis.spread import LEVEL, NAN, long_frame, long_rows, share, share_figure, single, spread
 from bench_tasks import figures
 from bench_tasks.statistics import quantile_interval

@@ -144,8 +144,8 @@ def test_on_independent_values_the_window_interval_holds_the_order_statistic_one
 
 
 def test_on_the_classroom_model_the_window_interval_holds_the_long_run_p95_where_order_statistics_do_not():
+    from bench_tasks.capacity.queue_model import Server, simulate
     from bench_tasks.classroom import ThinkTime
-    from bench_tasks.classroom_queue import Server, simulate
     from bench_tasks.statistics import quantile
 
     # The server at 24 students, near its knee: one busy period delays several questions in a row.

@@ -1,5 +1,5 @@
 """How often does a capacity step's interval hold the class's true percentile, and what does an honest one
-cost the search? A benchmark on the queueing model (bench_tasks/classroom_queue.py), not a test (pytest does not
+cost the search? A benchmark on the queueing model (bench_tasks/capacity/queue_model.py), not a test (pytest does not
 collect it: it runs for a few minutes).
 
     python tests/benchmarks/window_coverage.py                      # the coverage table, then the searches
@@ -36,11 +36,11 @@ import sys
 from collections import Counter
 
 from bench_tasks import slo as slos
-from bench_tasks.capacity import Gallop, conclude, shrink_at_limit
+from bench_tasks.capacity.policy import Gallop, conclude
+from bench_tasks.capacity.queue_model import Server, predict, simulate
+from bench_tasks.capacity.steps import shrink_at_limit
 from bench_tasks.classroom import ThinkTime
-from bench_tasks.classroom_queue import Server, predict, simulate
-from bench_tasks.statistics import quantile_interval, t_quantile, window_quantile_interval
-from bench_tasks.stream import quantile
+from bench_tasks.statistics import quantile, quantile_interval, t_quantile, window_quantile_interval
 
 SERVER = Server(slots=4, token_s=1 / 100, answer_tokens=(256,), first_token_s=0.001, prefill_tps=40000.0,
                 first_prompt_tokens=60, cached_history=True)
