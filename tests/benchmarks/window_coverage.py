@@ -10,8 +10,8 @@ prefix), the class thinks 10-40 s. For each class size the truth is the model's 
 requests over three seeds). Each seed runs the class once, steadily, and cuts it into consecutive windows of
 the given length; every window's requests, in the order they were asked, get each method's 90% interval:
 
-- ``order statistics``: ``intervals.quantile_interval`` (open ends), as if the requests were independent;
-- ``batch means``: ``intervals.window_quantile_interval``, what ``slo.judge`` now uses;
+- ``order statistics``: ``statistics.quantile_interval`` (open ends), as if the requests were independent;
+- ``batch means``: ``statistics.window_quantile_interval``, what ``slo.judge`` now uses;
 - ``t on batch p95s``: sectioning on each batch's own p95 (the window's p95 +/- Student's t times the spread
   of five batch p95s): the textbook alternative, kept here to show why it was not chosen.
 
