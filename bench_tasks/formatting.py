@@ -43,10 +43,8 @@ def percent(share) -> str:
 def in_unit(value, metric: str) -> str:
     """A value in the unit its metric name says."""
     value = number(value)
-    if value is None:
-        return MISSING
-    if metric.endswith("_share"):
-        return percent(value)
+    if value is None or metric.endswith("_share"):
+        return percent(value)  # MISSING when missing
     if metric.endswith("_pct"):
         return f"{0.0 if abs(value) < 0.05 else value:+.1f}%"  # no "-0.0%"
     digits = next((digits for end, digits in DIGITS if metric.endswith(end)), 0 if value.is_integer() else 1)
@@ -57,10 +55,8 @@ def brief(value, metric: str) -> str:
     """A headline number: tok/s whole from 100 up, seconds to about three significant digits, a share as
     a percent."""
     value = number(value)
-    if value is None:
-        return MISSING
-    if metric.endswith("_share"):
-        return percent(value)
+    if value is None or metric.endswith("_share"):
+        return percent(value)  # MISSING when missing
     if metric.endswith("_tps"):
         return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
     if metric.endswith("_s"):
