@@ -13,8 +13,9 @@ import altair as alt
 import pandas as pd
 import vl_convert
 
-from analysis.headline import SECOND_NAMES, value_text
+from analysis.headline import SECOND_NAMES
 from analysis.records import measured, phase_order, succeeded
+from bench_tasks.formatting import brief, interval
 
 BAR_PX = 48  # one bar's width: room for a label such as "0.0025" above it
 WIDE_RATIO = 20  # values this many times apart get a log axis: on a linear one the small ones vanish
@@ -46,8 +47,8 @@ def _figures(long: pd.DataFrame, keys: dict[str, str], table: str, metrics: list
                 & long["median"].notna()]
     return rows.assign(
         key=rows["setup"].map(keys), figure=rows["metric"].map(lambda m: FIGURE_NAMES.get(m, m)),
-        value=[value_text(v, m) for v, m in zip(rows["median"], rows["metric"])],
-        range=[f"{value_text(lo, m)}–{value_text(hi, m)}" if pd.notna(lo) else "" for lo, hi, m in
+        value=[brief(v, m) for v, m in zip(rows["median"], rows["metric"])],
+        range=[interval(lo, hi, lambda end, m=m: brief(end, m)) if pd.notna(lo) else "" for lo, hi, m in
                zip(rows["min"], rows["max"], rows["metric"])],
         top=rows[["median", "max"]].max(axis=1))
 
@@ -244,7 +245,7 @@ def _capacity_points(steps: pd.DataFrame, keys: dict[str, str], names: dict[str,
     rows = steps[steps["metric"].isin(list(names)) & steps["median"].notna()]
     return rows.assign(key=rows["setup"].map(keys), line=rows["metric"].map(names),
                        students=[students.get((s, r)) for s, r in zip(rows["setup"], rows["row"])],
-                       value=[value_text(v, m) for v, m in zip(rows["median"], rows["metric"])])
+                       value=[brief(v, m) for v, m in zip(rows["median"], rows["metric"])])
 
 
 def _goal_rules(slos: dict, keys: dict[str, str], unit: str) -> pd.DataFrame:
@@ -295,7 +296,7 @@ def _rate_panel(wide: pd.DataFrame, keys: dict[str, str], title: str, axis: str,
                        for figure, name in lines], ignore_index=True).dropna(subset=["value", "achieved_rps"])
     if frame.empty:
         return None
-    frame = frame.assign(value_text=[value_text(v, "x_s") for v in frame["value"]],
+    frame = frame.assign(value_text=[brief(v, "x_s") for v in frame["value"]],
                          achieved_text=[f"{v:.3g}" for v in frame["achieved_rps"]])
     scale, words = _value_scale(frame["value"])
     color = alt.Color("key:N", sort=list(keys.values()), title="setup")

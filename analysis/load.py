@@ -13,8 +13,8 @@ problems returned alongside the records.
 from __future__ import annotations
 
 import csv
-import io
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 _SHOWN_LINES = 5  # a problem names at most this many lines
 CHUNK_ROWS = 20_000  # rows read and typed at a time
-CSV_BLOCK_BYTES = 8 << 20  # bytes of requests.csv parsed at a time
+CSV_BLOCK_BYTES = 8 << 20  # bytes of requests.csv read at a time to count its commas
 
 
 class RunDirError(Exception):
@@ -53,8 +53,8 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict]:
     reading = _Reading()
     if csv_path.exists():
         try:
-            _read_plain_csv(csv_path, reading)
-        except _NotPlain:
+            _read_sound_csv(csv_path, reading)
+        except _Damaged:
             reading = _Reading()
             _read_csv(csv_path, reading)
         source, complete = REQUESTS_CSV, True
@@ -197,6 +197,18 @@ def load_slo(directory: str | Path) -> tuple[slos.Slo | None, list[str]]:
     return None, []
 
 
+def load_overdue(directory: str | Path) -> dict[str, int]:
+    """Each judged window's overdue answers, by phase: the search's own count (``step`` lines of
+    ``DIR/capacity.jsonl``), which the records cannot tell. A window missing here (no search, or a search
+    from before the count) has it missing, never 0."""
+    path, overdue = Path(directory) / CAPACITY_JSONL, {}
+    for line in path.read_bytes().splitlines() if path.exists() else ():
+        event = _json_object(line) if line.strip() else None
+        if event and event.get("event") == "step" and isinstance(event.get("overdue"), int):
+            overdue[str(event.get("phase"))] = event["overdue"]
+    return overdue
+
+
 def typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Cells as read (text from CSV, JSON values) to the Record's types; empty, or not of the column's
     type, means missing. Columns the Record lacks are added (empty); others are kept, as text."""
@@ -232,13 +244,17 @@ class _Reading:
 
     def add(self, raw: pd.DataFrame, source: str, lines: list[int]) -> None:
         """One chunk: its cells as read, the file they came from and each row's line number."""
-        self.columns.update(dict.fromkeys(raw.columns))
         frame, bad = _typed_chunk(raw)
         for column, mask in bad.items():
             tally = self.bad_values.setdefault(column, [0, []])
             where = np.flatnonzero(mask.to_numpy())
             tally[0] += len(where)
             tally[1] += [f"{source} line {lines[i]}" for i in where[:_SHOWN_LINES - len(tally[1])]]
+        self.keep(raw.columns, frame)
+
+    def keep(self, columns, frame: pd.DataFrame) -> None:
+        """A chunk typed, every value of it fitting its column."""
+        self.columns.update(dict.fromkeys(columns))
         self.frames.append(frame)
 
     def result(self) -> tuple[pd.DataFrame, list[str]]:
@@ -344,101 +360,50 @@ def _fits(cell: str, kind: str) -> bool:
     return "float" in kind or number.is_integer()
 
 
-class _NotPlain(Exception):
-    """The file is not as csv.writer writes it: read it with the csv module instead."""
+class _Damaged(Exception):
+    """The file is not as csv.writer writes it (a row of the wrong width, a value not of its type, a quote
+    never closed): the csv module reads it instead, naming the lines of what is wrong."""
 
 
-def _read_plain_csv(path: Path, reading: _Reading) -> None:
-    """A CSV as csv.writer writes it, read by pandas' C parser a block of whole records at a time.
+def _read_sound_csv(path: Path, reading: _Reading) -> None:
+    """A CSV as csv.writer writes it, read by pandas' C parser CHUNK_ROWS rows at a time.
 
-    Which rows are records, how many cells each has and on which line it ends are found first, on the
-    bytes (``_records``), so that a row with the wrong number of cells is named and skipped exactly as
-    the csv module would (the C parser would pad a short row). Anything unusual (a quote inside a cell
-    that does not open it, a lone carriage return, a header with quotes or repeated names) raises
-    _NotPlain: the csv module then reads the file."""
+    The C parser skips a row with too many cells (it warns) and pads one with too few, and cannot say
+    on which line a value that does not fit its type stands: any of those raises _Damaged. A short row
+    is seen by its commas: a file whose every record has the header's width holds the header's commas
+    once per record, and those inside its cells; fewer means a row was cut short."""
     with open(path, "rb") as f:
         first = f.readline()
-        header = first.rstrip(b"\r\n").decode("utf-8").split(",")
-        if b'"' in first or first.startswith(b"\xef\xbb\xbf") or len(set(header)) < len(header) or header == [""]:
-            raise _NotPlain
-        reading.header = header
-        types = {name: object for name in header  # text as text; numbers are parsed by the C parser
-                 if name not in COLUMNS or "str" in FIELD_TYPES[name] or "bool" in FIELD_TYPES[name]}
-        lines_before, rest = 1, b""
-        while True:
-            block = f.read(CSV_BLOCK_BYTES)
-            data = rest + block
-            if not data:
-                break
-            starts, ends, cells, lines, cut = _records(data, lines_before, last=not block)
-            rest, lines_before = data[cut:], lines_before + data.count(b"\n", 0, cut)
-            blank = _blank(data, starts, ends)
-            for i in np.flatnonzero(~blank & (cells != len(header))):
-                reading.bad_line(f"{path.name} line {lines[i]}: {cells[i]} cells where the header has {len(header)}; "
-                                 "row skipped")
-            keep = ~blank & (cells == len(header))
-            if keep.any():
-                payload = b"".join(data[a:b + 1] for a, b in zip(starts[keep], ends[keep])) if not keep.all() \
-                    else data[:cut]
-                raw = pd.read_csv(io.BytesIO(payload), header=None, names=header, dtype=types, engine="c",
-                                  keep_default_na=False, na_values=[""], low_memory=False, skip_blank_lines=False)
-                reading.add(raw, path.name, lines[keep].tolist())
-            if not block:
-                break
+    header = first.decode("utf-8").rstrip("\r\n").split(",")
+    if b'"' in first or first.startswith(b"\xef\xbb\xbf") or len(set(header)) < len(header) or header == [""]:
+        raise _Damaged  # a header csv.writer does not write: read as the csv module reads it
+    reading.header = header
+    types = {name: object for name in header  # text as text; numbers are parsed by the C parser
+             if name not in COLUMNS or "str" in FIELD_TYPES[name] or "bool" in FIELD_TYPES[name]}
+    rows, commas_in_cells = 0, 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)  # a row with too many cells
+            for raw in pd.read_csv(path, dtype=types, engine="c", keep_default_na=False, na_values=[""],
+                                   on_bad_lines="warn", chunksize=CHUNK_ROWS, encoding="utf-8"):
+                frame, bad = _typed_chunk(raw)
+                if bad:  # the csv module names its lines
+                    raise _Damaged
+                reading.keep(raw.columns, frame)
+                text = [raw[column].dropna() for column in raw if not pd.api.types.is_numeric_dtype(raw[column])]
+                commas_in_cells += sum("\x00".join(cells).count(",") for cells in text)
+                rows += len(raw)
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, TypeError) as exc:
+        raise _Damaged from exc
+    if _count(path, b",") != (len(header) - 1) * (1 + rows) + commas_in_cells:
+        raise _Damaged
     if not reading.frames:
         reading.add(pd.DataFrame({name: pd.Series([], dtype=object) for name in header}), path.name, [])
 
 
-def _records(data: bytes, lines_before: int, last: bool) -> tuple[np.ndarray, ...]:
-    """The whole records in ``data``: where each starts and ends (the index of its newline, or the end
-    of the data for a last line without one), its number of cells, the line it ends on, and where the
-    records end (the rest belongs to the next block). Quoted cells may hold commas and newlines."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    quotes = raw == ord('"')
-    inside = np.logical_xor.accumulate(quotes) if quotes.any() else np.zeros(len(raw), dtype=bool)
-    if quotes.any():
-        _check_quotes(raw, quotes, inside)
-    returns = np.flatnonzero(raw == ord("\r"))
-    lone = returns[~inside[returns]]
-    if len(lone) and ((lone + 1 >= len(raw)) | (raw[np.minimum(lone + 1, len(raw) - 1)] != ord("\n"))).any():
-        raise _NotPlain
-    newlines = np.flatnonzero(raw == ord("\n"))
-    outside = ~inside[newlines]
-    ends, end_lines = newlines[outside], lines_before + np.flatnonzero(outside) + 1
-    if last and (len(ends) == 0 or ends[-1] != len(raw) - 1) and len(raw):
-        if inside[-1]:
-            raise _NotPlain  # a quoted cell never closed
-        ends, end_lines = np.append(ends, len(raw)), np.append(end_lines, lines_before + len(newlines) + 1)
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if len(ends) else ends
-    commas = np.flatnonzero(raw == ord(","))
-    commas = commas[~inside[commas]]
-    cells = np.diff(np.searchsorted(commas, np.concatenate([[-1], ends])), prepend=0)[1:] + 1
-    cut = int(ends[-1]) + 1 if len(ends) else 0
-    return starts, ends, cells, end_lines, min(cut, len(raw))
-
-
-def _check_quotes(raw: np.ndarray, quotes: np.ndarray, inside: np.ndarray) -> None:
-    """A quote opens a cell (after a comma or a newline, or right after a closing quote: an escaped
-    quote) or closes it (before a comma, a line's end or another quote); any other is read as text
-    by the csv module and would be read otherwise here."""
-    where = np.flatnonzero(quotes)
-    before = np.where(where > 0, raw[np.maximum(where - 1, 0)], ord("\n"))
-    after = np.where(where < len(raw) - 1, raw[np.minimum(where + 1, len(raw) - 1)], ord("\n"))
-    opening = inside[where]
-    opens_well = np.isin(before, [ord(","), ord("\n"), ord('"')])
-    closes_well = np.isin(after, [ord(","), ord("\n"), ord("\r"), ord('"')])
-    if not (np.where(opening, opens_well, closes_well)).all():
-        raise _NotPlain
-
-
-def _blank(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Records with nothing in them (an empty line, or one holding only a carriage return): not rows."""
-    length = ends - starts
-    blank = length == 0
-    one = np.flatnonzero(length == 1)
-    if len(one):
-        blank[one] = np.frombuffer(data, dtype=np.uint8)[starts[one]] == ord("\r")
-    return blank
+def _count(path: Path, byte: bytes) -> int:
+    with open(path, "rb") as f:
+        return sum(block.count(byte) for block in iter(lambda: f.read(CSV_BLOCK_BYTES), b""))
 
 
 def _read_csv(path: Path, reading: _Reading) -> None:

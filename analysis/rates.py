@@ -44,14 +44,15 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.records import as_rows, measured
+from analysis.records import as_rows, measured, ok_mask
 from analysis.spread import NAN, long_frame, long_rows, single
 from bench_tasks import slo as slos
-from bench_tasks.capacity import conclude
+from bench_tasks.capacity.policy import conclude
 from bench_tasks.errors import NOT_SENT
-from bench_tasks.figures import MISSING, shown
+from bench_tasks.figures import number
+from bench_tasks.formatting import MISSING, percent, shown
 from bench_tasks.open_loop import DRAIN, LATE_S, SETTLE
-from bench_tasks.stream import quantile
+from bench_tasks.statistics import quantile
 from bench_tasks.sweep import PLATEAU_GAIN
 
 QUANTILES = (0.5, 0.95, 0.99)
@@ -92,8 +93,8 @@ def window_phases(records: pd.DataFrame) -> list[str]:
 
 def due_row(row: dict) -> dict:
     """A record with the figures a goal reads timed from when it was due (goodput's and the verdict's)."""
-    lag = slos.number(row.get("send_lag_s"))
-    ttfb = slos.number(row.get("ttfb_s"))
+    lag = number(row.get("send_lag_s"))
+    ttfb = number(row.get("ttfb_s"))
     return {**row, "ttft_s": row.get("ttft_due_s"), "e2e_s": row.get("e2e_due_s"),
             "ttfb_s": None if lag is None or ttfb is None else lag + ttfb}
 
@@ -115,8 +116,8 @@ def _step(phase: str, kept: pd.DataFrame, slo: slos.Slo | None) -> dict:
     window = window.loc[due.index]  # in the order they were due
     first, last = (due.iloc[0], due.iloc[-1]) if len(due) else (NAN, NAN)
     span = last - first
-    ok_window = window[window["ok"].fillna(False).astype(bool)]
-    ok_rate = rate[rate["ok"].fillna(False).astype(bool)]
+    ok_window = window[ok_mask(window)]
+    ok_rate = rate[ok_mask(rate)]
     ended = _on_master(ok_rate, "t_send") + pd.to_numeric(ok_rate["e2e_s"], errors="coerce")
     answered = ok_rate[(ended >= first) & (ended <= last)]
     sends = _on_master(rate, "t_send")
@@ -158,7 +159,7 @@ def _saturated(rate: pd.DataFrame, due: pd.Series) -> float:
     due at once)."""
     if len(due) < 3 or not due.iloc[-1] > due.iloc[0]:
         return NAN
-    ok = rate["ok"].fillna(False).astype(bool)
+    ok = ok_mask(rate)
     due_all = np.sort(_on_master(rate, "t_due").dropna().to_numpy())
     ended = (_on_master(rate, "t_send") + pd.to_numeric(rate["e2e_s"], errors="coerce"))[ok]
     ended = np.sort(ended.dropna().to_numpy())
@@ -213,10 +214,10 @@ def floods(records: pd.DataFrame) -> pd.DataFrame:
         ends = (_on_master(group, "t_send") + pd.to_numeric(group["e2e_s"], errors="coerce")).sort_values()
         timed = group.loc[ends.index[in_flight:]]
         took = pd.to_numeric(timed["e2e_s"], errors="coerce").dropna()
-        ok = timed["ok"].fillna(False).astype(bool)
+        ok = ok_mask(timed)
         rate = in_flight / took.mean() * ok.mean() if len(took) and took.mean() > 0 else NAN
         rows.append({"phase": phase, "in_flight": in_flight, "requests": len(group),
-                     "ok": int(group["ok"].fillna(False).astype(bool).sum()), "answers_rps": rate})
+                     "ok": int(ok_mask(group).sum()), "answers_rps": rate})
     return pd.DataFrame(rows, columns=FLOOD_COLUMNS).sort_values("in_flight", ignore_index=True)
 
 
@@ -342,7 +343,7 @@ def warnings(records: pd.DataFrame) -> list[str]:
 
 
 def _ms(seconds: float) -> str:
-    return MISSING if pd.isna(seconds) else f"{seconds * 1000:.1f} ms"
+    return MISSING if pd.isna(seconds) else f"{shown(seconds * 1000, 1)} ms"
 
 
 def format_steps(found: pd.DataFrame) -> str:
@@ -354,7 +355,7 @@ def format_steps(found: pd.DataFrame) -> str:
         cells = [shown(step["offered_rps"], 2), shown(step["due_rps"], 2), shown(step["achieved_rps"], 2),
                  shown(step["output_tps"], 1), shown(step["ttft_due_p50_s"], 3), shown(step["ttft_due_p95_s"], 3),
                  shown(step["itl_p50_s"], 4), shown(step["itl_p95_s"], 4), _ms(step["send_lag_p99_s"]),
-                 MISSING if pd.isna(step["goodput_share"]) else f"{step['goodput_share']:.0%}",
+                 percent(step["goodput_share"]),
                  {0.0: "yes", 1.0: "no"}.get(step["saturated"], MISSING)]
         lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)))
     return "\n".join(lines)

@@ -38,7 +38,8 @@ def write_report(run_dir) -> list[Path]:
     losses = lost_workers.losses(records, lost)
     facts = summary.facts(records, settings, list(losses["client_host"]))
     slo, slo_problems = load.load_slo(run_dir)
-    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
+    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo,
+                           overdue=load.load_overdue(run_dir))
     keys = legend.setup_keys([facts["setup"]])
     items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
     found = stalls.stalls(records)
@@ -49,14 +50,16 @@ def write_report(run_dir) -> list[Path]:
                           LATENCY_PNG: charts.token_latency_chart(records, keys),
                           TIMELINE_PNG: timeline.timeline_chart(records, found, series), **_rate_charts(long, keys)})
     measured_stalls = _has_stall_figures(records)
-    blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys,
-                                     study.warnings(records) + rates.warnings(records),
-                                     problems + metric_problems + slo_problems + lost_problems + series_problems,
-                                     long, pictures, capacity_sentences(records, {facts["setup"]: slo}),
-                                     load.load_failure(run_dir), lost_workers.sentences(losses),
-                                     document.stall_blocks(stalls.sentence(found, records), stalls.longest(found))
-                                     if measured_stalls else [],
-                                     document.rate_blocks(rates.conclusion(records, slo), long))
+    findings = document.Findings(
+        items, headline.headline(long, list(keys)), keys, long, pictures,
+        study.warnings(records) + rates.warnings(records),
+        problems + metric_problems + slo_problems + lost_problems + series_problems,
+        capacity=capacity_sentences(records, {facts["setup"]: slo}), lost=lost_workers.sentences(losses),
+        failed=[document.failure_sentence(failure)] if (failure := load.load_failure(run_dir)) else [],
+        incomplete=[] if facts["complete"] else ["this directory"],
+        stalls=document.stall_blocks(stalls.sentence(found, records), stalls.longest(found)) if measured_stalls else [],
+        rates=document.rate_blocks(rates.conclusion(records, slo), long))
+    blocks = document.summary_blocks(facts, findings)
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     if measured_stalls:
@@ -77,7 +80,10 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     metrics = _metrics_by_setup(records, problems)
     names = {label: load.load_metric_names(mine["run_dir"].iloc[0]) for label, mine in records.groupby("setup")}
     slos = _slos_by_setup(records, problems)
-    long = summary.comparison(records, metrics, names, slos)
+    overdue = {label: {phase: n for run_dir in mine["run_dir"].unique()
+                       for phase, n in load.load_overdue(run_dir).items()}
+               for label, mine in records.groupby("setup", sort=False)}
+    long = summary.comparison(records, metrics, names, slos, overdue)
     setups = summary.setups(records)
     keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}
@@ -94,12 +100,17 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
                           LATENCY_PNG: charts.token_latency_chart(records, keys), **_rate_charts(long, keys)})
     failures = {label: failure for label, mine in by_setup.items() for run_dir in mine["run_dir"].unique()
                 if (failure := load.load_failure(run_dir)) is not None}
-    blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
-                                     winners.winners(lines, keys), warnings, problems, long, pictures,
-                                     capacity_sentences(records, slos, keys), failures,
-                                     [f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
-                                      for sentence in lost_workers.sentences(table)],
-                                     document.rate_blocks(_rate_sentences(by_setup, slos, keys), long, keys))
+    findings = document.Findings(
+        legend.legend_items(legend.legend(keys, facts, settings)), lines, keys, long, pictures, warnings, problems,
+        capacity=capacity_sentences(records, slos, keys),
+        lost=[f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
+              for sentence in lost_workers.sentences(table)],
+        failed=[f"{keys[label]} ({label}): {document.failure_sentence(failure)}"
+                for label, failure in failures.items()],
+        incomplete=[label for label, mine in facts.items() if not mine["complete"]],
+        winners=winners.winners(lines, keys),
+        rates=document.rate_blocks(_rate_sentences(by_setup, slos, keys), long, keys))
+    blocks = document.compare_blocks(facts, findings)
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare",

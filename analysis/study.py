@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.records import as_rows, flags_seen, has_flag, measured, of_scenario, phase_order, succeeded
+from analysis.records import (as_rows, failed, flags_seen, has_flag, measured, of_scenario, ok_mask, phase_order,
+                              succeeded)
 from analysis.spread import LEVEL, NAN, long_frame, long_rows, share, share_figure, single, spread
 from bench_tasks import figures
-from bench_tasks.intervals import quantile_interval
+from bench_tasks.statistics import quantile_interval
 
 KNOWN_FLAGS = ("cache_hit", "client_saturated", "bunched")
 TABLE_TITLES = {
@@ -208,8 +209,8 @@ def requests_table(records: pd.DataFrame) -> pd.DataFrame:
     flags = list(dict.fromkeys([*KNOWN_FLAGS, *flags_seen(kept)]))
     rows = []
     for phase, group in phases(records):
-        ok = int(group["ok"].fillna(False).astype(bool).sum())
-        counts = {"requests": len(group), "ok": ok, "failed": len(group) - ok}
+        fine = int(ok_mask(group).sum())
+        counts = {"requests": len(group), "ok": fine, "failed": len(group) - fine}
         counts |= {flag: int(has_flag(group, flag).sum()) for flag in flags}
         rows += long_rows("requests", phase, {k: single(v, len(group)) for k, v in counts.items()})
     return long_frame(rows)
@@ -228,8 +229,7 @@ def errors_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _error_classes(records: pd.DataFrame) -> pd.Series:
-    failed = records[~records["ok"].fillna(False).astype(bool)]
-    return failed["error"].fillna("").astype(str).replace("", "unknown")
+    return failed(records)["error"].fillna("").astype(str).replace("", "unknown")
 
 
 TABLES = (requests_table, chat_table, prompt_table, agent_table, agent_turns_table, burst_tables, needle_table,

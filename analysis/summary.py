@@ -26,10 +26,10 @@ TABLE_TITLES = {**study.TABLE_TITLES,
 
 
 def summary(records: pd.DataFrame, metrics: pd.DataFrame | None = None, names: dict | None = None,
-            setup: str = "", slo: Slo | None = None) -> pd.DataFrame:
-    """The study's tables, the capacity search's (given the SLO it judged by), then the engine
-    agreement tables where the engine gave timings or counters."""
-    frames = [study.study(records), capacity.tables(records, slo), rates.tables(records, slo),
+            setup: str = "", slo: Slo | None = None, overdue: dict[str, int] | None = None) -> pd.DataFrame:
+    """The study's tables, the capacity search's (given the SLO it judged by and the answers each window
+    was judged without), then the engine agreement tables where the engine gave timings or counters."""
+    frames = [study.study(records), capacity.tables(records, slo, overdue), rates.tables(records, slo),
               stalls.stall_table(records),
               agreement.engine_clock(records).pipe(agreement.engine_clock_table)]
     if metrics is not None and not metrics.empty:
@@ -44,12 +44,13 @@ def setups(records: pd.DataFrame) -> list[str]:
 
 
 def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None,
-               names: dict[str, dict] | None = None, slos: dict[str, Slo | None] | None = None) -> pd.DataFrame:
-    """summary() of each setup, stacked; ``metrics``, ``names`` and ``slos`` map a setup label to its
-    metric readings, to what its engine profile says those series are, and to the SLO its capacity
-    search judged by."""
+               names: dict[str, dict] | None = None, slos: dict[str, Slo | None] | None = None,
+               overdue: dict[str, dict] | None = None) -> pd.DataFrame:
+    """summary() of each setup, stacked; ``metrics``, ``names``, ``slos`` and ``overdue`` map a setup label
+    to its metric readings, to what its engine profile says those series are, to the SLO its capacity
+    search judged by and to its windows' overdue answers."""
     frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), (names or {}).get(label),
-                      setup=label, slo=(slos or {}).get(label))
+                      setup=label, slo=(slos or {}).get(label), overdue=(overdue or {}).get(label))
               for label in setups(records)]
     return pd.concat(frames, ignore_index=True) if frames else long_frame([])
 

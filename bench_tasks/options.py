@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from bench_tasks import slo as slos
-from bench_tasks.capacity import AUTO, SearchOptions, parse_start, parse_step
+from bench_tasks.capacity.search_options import AUTO, SearchOptions, parse_start, parse_step
 from bench_tasks.classroom import MAX_TOKENS, ThinkTime, parse_think_time
 from bench_tasks.prompt import parse_size, size_label
+from bench_tasks.stall import READ_TIMEOUT_S
 from bench_tasks.suite import SCENARIOS, SuiteOptions
 
 RUN, QUICK, CAPACITY = "run", "quick", "capacity"  # the llm-bench commands that measure (run: chat or paste)
@@ -154,8 +155,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--model", text, "", "model name (default: the first in /v1/models)", MEASURING, web_ui=True),
     Option("--api-key", text, "", "API key (default: $OPENAI_API_KEY); sent only to --host", MEASURING,
            locust=False, secret=True),  # options are shown and sent to workers: Locust reads $OPENAI_API_KEY
-    Option("--read-timeout", positive_float, "300", "seconds without a byte before a request counts as stalled",
-           MEASURING),
+    Option("--read-timeout", positive_float, f"{READ_TIMEOUT_S:g}", "seconds without a byte before a request counts "
+           "as stalled", MEASURING),
     Option("--thinking", on_off, "off", "off: switch a thinking model's reasoning off (the engine profile's "
            "switch); on: let it think, as its users run it (ttfo_s then times the answer after the reasoning)",
            MEASURING, web_ui=True),
@@ -297,7 +298,8 @@ class Values(SimpleNamespace):
         settle_s = self.think_time.max_s if self.settle_s is None else self.settle_s
         return SearchOptions(start=self.start_students, step=self.step, max_students=self.max_students,
                              resolution=self.resolution, step_s=self.step_s, settle_s=settle_s,
-                             min_requests=self.min_requests, max_step_s=self.max_step_s)
+                             min_requests=self.min_requests, max_step_s=self.max_step_s,
+                             read_timeout_s=self.read_timeout)
 
 
 def values(namespace, command: str | None = None) -> Values:

@@ -108,8 +108,16 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
 FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in fields(Record)}
 
 
+def flag_set(cell) -> frozenset[str]:
+    """A record's ``flags`` cell as the set of its flags: ``cache_hit;client_saturated`` ->
+    {cache_hit, client_saturated}; an empty or missing cell (None, NaN) has none. The one reader of the cell."""
+    return frozenset(filter(None, cell.split(";"))) if isinstance(cell, str) else frozenset()
+
+
+def flags_cell(flags) -> str:
+    """The ``flags`` cell of a set of flags: sorted, ';'-joined (a record stays one flat CSV row). The one writer."""
+    return ";".join(sorted(flags))
+
+
 def add_flag(record: Record, flag: str) -> None:
-    """Flags are a set kept as a string so a record stays one flat CSV row."""
-    present = set(filter(None, record.flags.split(";")))
-    present.add(flag)
-    record.flags = ";".join(sorted(present))
+    record.flags = flags_cell(flag_set(record.flags) | {flag})

@@ -93,6 +93,7 @@ from sseclient import SSEClient
 
 from bench_tasks.errors import EMPTY_ANSWER, MALFORMED_EVENT, NO_DONE, STREAM_ERROR
 from bench_tasks.record import Record, add_flag
+from bench_tasks.statistics import quantile
 
 BUNCHED_SHARE = 0.5  # of the gaps between content events, zero (same read) above this: flag `bunched`
 BOM = b"\xef\xbb\xbf"
@@ -455,11 +456,3 @@ def _with_lf(chunk: bytes, after_cr: bool) -> tuple[bytes, bool]:
 
 def _since(t: float | None, t0: float) -> float | None:
     return None if t is None else t - t0
-
-
-def quantile(sorted_values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), on a sorted list."""
-    position = (len(sorted_values) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)

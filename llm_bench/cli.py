@@ -156,7 +156,7 @@ def run_capacity(args, argv: list[str]) -> int:
     print(f"search ran in {time.perf_counter() - started:.0f} s")
     if run.recorded:
         records, _info = load.load_run(run.out_dir)
-        steps = capacity.steps(records, given.slo)
+        steps = capacity.steps(records, given.slo, load.load_overdue(run.out_dir))
         print(capacity.format_steps(steps, given.slo))
         print(capacity.conclusion(steps, given.slo))
     write_report(run)

@@ -29,6 +29,7 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner
 
+from bench_tasks.statistics import median
 from locustfiles.sink import sink
 
 TRUST_LIMIT_S = 0.040  # a first-token stamp this coarse, or a loop this late: selftest's TTFT error limit
@@ -93,7 +94,7 @@ class Guard:
         return {
             **run,
             "samples": len(lags),
-            "lag_p50_s": lags[len(lags) // 2],
+            "lag_p50_s": median(lags),
             "lag_max_s": lags[-1],
             "cpu_mean": sum(shares) / len(shares),
             "lagging_samples": len(self._saturated_times),

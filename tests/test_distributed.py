@@ -17,6 +17,7 @@ from bench_tasks.records_file import read_jsonl
 from bench_tasks.suite import SuiteOptions, plan
 from llm_bench.headless import free_port
 from tests.conftest import ROOT, load_records, run_cli
+from tests.documents import blocks_of, labelled
 
 pytestmark = pytest.mark.slow  # a master and workers: half a minute to a minute and a half each
 
@@ -100,7 +101,7 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     assert len(loss["in_flight"]) == loss["in_flight_jobs"]
     # The report says it: which laptop, when, during which phase, what arrived, what was closed, who carried on.
     summary = (out / "summary.md").read_text()
-    said = summary.split("**Lost workers**", 1)[1].split("\n\n", 2)[1]
+    said = "\n".join(f"- {item}" for item in labelled(blocks_of(summary), "Lost workers").items)
     assert said.startswith(f"- **{victim_host}** was lost at ") and f", during {loss['phase']};" in said, said
     assert f"; {loss['records_received']} of the {loss['records_finished']} measured records its finished jobs " \
            "made reached the master" in said, said

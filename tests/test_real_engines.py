@@ -13,6 +13,7 @@ import pytest
 
 from analysis.agreement import engine_clock, metrics_agreement
 from analysis.load import load_metric_names, load_metrics
+from analysis.records import has_flag
 from bench_tasks import chat, server
 from tests.conftest import load_records, run_cli
 
@@ -45,7 +46,7 @@ def assert_suite_complete(records: pd.DataFrame) -> None:
 def assert_fresh_prompts_uncached_and_agent_cached(records: pd.DataFrame) -> None:
     prompts = records[records["scenario"] == "prompt"]
     assert (prompts["prompt_tokens"] - prompts["prompt_size"]).abs().max() <= 0.01 * prompts["prompt_size"].max()
-    assert not prompts["flags"].str.contains("cache_hit").any(), prompts[["phase", "cached_tokens"]]
+    assert not has_flag(prompts, "cache_hit").any(), prompts[["phase", "cached_tokens"]]
     agent = records[records["scenario"] == "agent"].sort_values("turn")
     assert agent["prompt_tokens"].is_monotonic_increasing  # the conversation grows
     assert (agent.loc[agent["turn"] >= 2, "cached_tokens"] > 0).all(), agent[["turn", "cached_tokens"]]
@@ -131,7 +132,7 @@ def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delive
     # Accepted drafts are more than half of the gaps: read together (as they often are, depending on
     # how fast the client reads), they alone would pass the lump rule, yet they are the engine's doing.
     assert (copy["engine_draft_accepted_n"] > 0.5 * (copy["content_events"] - 1)).all()
-    assert not copy["flags"].str.contains("bunched").any()
+    assert not has_flag(copy, "bunched").any()
 
 
 def test_smollm2_finds_the_needle(smollm2_server, tmp_path):
