@@ -58,14 +58,15 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def measure(kind: str, mark: str, token_ids: TokenIds | None = None,
-            cached_after: CachedAfter | None = None) -> int | None:
+def measure(kind: str, mark: str, token_ids: TokenIds | None = None, cached_after: CachedAfter | None = None,
+            codes: tuple[str, str] | None = None) -> int | None:
     """The tokens a prompt of shape ``kind`` may share with any other prompt of the run: the common prefix of
     two such prompts' token ids (``token_ids``: the server's tokenizer, its template applied), else what the
     server's cache served the second of two such requests (``cached_after`` sends one and returns its cached
     tokens; a cache of blocks rounds it down, llama.cpp's slots may give 0), plus the chance tokens of a
-    job's code. None when neither can say (no tokenizer, and no cached tokens reported)."""
-    first, second = (probe(kind, mark, c) for c in run_mark.PROBE_CODES)
+    job's code. None when neither can say (no tokenizer, and no cached tokens reported). ``codes``: the two
+    probes' (default: run_mark.probe_codes())."""
+    first, second = (probe(kind, mark, c) for c in codes or run_mark.probe_codes())
     if token_ids is not None:
         shared = common_prefix(token_ids(*first), token_ids(*second))
     elif cached_after is not None:

@@ -23,10 +23,6 @@ CODE_HEX = 8
 # at least one byte of text, so what they share by chance is at most one token per byte of the code
 # they share, and of the space before it: the cache check allows it (bench_tasks.cache_share).
 CHANCE_TOKENS = CODE_HEX + 1
-# Codes that differ from their first character: two prompts opened by them share exactly what every
-# prompt of a run shares (the template's opening, the bracket and the mark), which the cache check
-# measures once per run.
-PROBE_CODES = ("0" * CODE_HEX, "f" * CODE_HEX)
 
 
 def draw() -> str:
@@ -56,3 +52,12 @@ def opening(mark: str, *identity) -> str:
 
 def bracket(mark: str, job_code: str) -> str:
     return f"[{mark} {job_code}]"
+
+
+def probe_codes() -> tuple[str, str]:
+    """Two codes that differ from their first character on: prompts opened by them share exactly what every
+    prompt of a run shares (the template's opening, the bracket and the mark), which the cache check measures.
+    Drawn afresh each time, so that no measurement's prompts are another's (a second worker's, or a shape
+    the template renders as another) and served from its cache."""
+    tail = secrets.token_hex(CODE_HEX)
+    return "0" + tail[:CODE_HEX - 1], "f" + tail[CODE_HEX - 1:2 * CODE_HEX - 2]

@@ -52,8 +52,11 @@ def fake_tokenizer(messages, tools=None):
 def test_the_share_is_the_common_prefix_of_two_probes_and_a_codes_chance_tokens(kind):
     mark = "3f9a0c1e"
     share = cache_share.measure(kind, mark, token_ids=fake_tokenizer)
-    first, _ = cache_share.probe(kind, mark, run_mark.PROBE_CODES[0])
-    rendered = "".join(map(chr, fake_tokenizer(*cache_share.probe(kind, mark, run_mark.PROBE_CODES[0]))))
+    codes = run_mark.probe_codes()
+    assert codes[0][0] != codes[1][0] and len(set(codes + run_mark.probe_codes())) == 4
+    probed = cache_share.probe(kind, mark, codes[0])
+    first = probed[0]
+    rendered = "".join(map(chr, fake_tokenizer(*probed)))
     before_code = rendered.index(f"[{mark} ") + len(f"[{mark} ")  # the tools (for TOOLS) and the mark come first
     assert share == before_code + run_mark.CHANCE_TOKENS
     assert first[0]["role"] == ("user" if kind == cache_share.USER else "system")

@@ -182,6 +182,7 @@ def test_a_kept_alive_connection_to_a_server_that_died_is_replaced(tmp_path):
             server.stop()
     chat = load_records(out).query("scenario == 'chat'")
     assert list(chat["round"]) == [1, 2] and chat["ok"].all(), log[-3000:]
+    assert chat["run_mark"].nunique() == 1 and len(chat["run_mark"].iloc[0]) == 8  # `locust -f` drew its own
     assert len(read_truth(tmp_path / "truth-1.jsonl")) == 1  # the second question, once, to the new engine
 
 
