@@ -194,13 +194,13 @@ def test_llama_cpp_killed_and_restarted_on_its_port_mid_phase(engine_cache_dir, 
 
     if _skip_requested("smollm2"):
         pytest.skip("smollm2: skipped by LLM_BENCH_SKIP_ENGINES")
-    model, port = ensure_smollm2(engine_cache_dir), free_port()
+    model, port, servers = ensure_smollm2(engine_cache_dir), free_port(), []
 
     def start():  # 2 slots: of four requests released together, two stream and two wait
         return start_llamacpp(model, alias="smollm2-135m-instruct", n_ctx=N_CTX_TRAIN, n_parallel=2,
                               threads=SMOLLM2_THREADS, port=port, log_path=tmp_path / f"llamacpp-{len(servers)}.log")
 
-    servers = [start()]
+    servers.append(start())
 
     def kill():
         os.kill(servers[0].pid, signal.SIGKILL)
