@@ -57,7 +57,7 @@ def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = 
 
 def facts(records: pd.DataFrame, settings: dict | None = None, lost_hosts: list[str] = ()) -> dict:
     """What the header says: setup, model, engine, server, client hosts (those in ``lost_hosts``
-    marked lost), when, requests, completeness."""
+    marked lost), when, the run's mark, requests, completeness."""
     settings = settings or {}
     counted = measured(records)
     ok = len(succeeded(counted))
@@ -70,7 +70,9 @@ def facts(records: pd.DataFrame, settings: dict | None = None, lost_hosts: list[
             "engine": _joined(records["engine"]), "server": settings.get("host", ""),
             "client_hosts": ", ".join(f"{host} (lost)" if host in lost_hosts else host
                                       for host in _values(records["client_host"])),
-            "when": when,
+            "when": when, "run_mark": _joined(counted["run_mark"]) + (
+                " (repeated on purpose: meant to be served from the cache)"
+                if counted["mark_repeated"].fillna(False).astype(bool).any() else ""),
             "requests_ok": ok, "requests_failed": len(counted) - ok, "complete": complete}
 
 

@@ -35,6 +35,8 @@ class Record:
     source: str = ""  # file:line the request was read from (a prompt file, a conversation, a trace)
     shared_tokens: int | None = None  # its prompt's tokens an earlier request sent too (trace hash ids, a prefix)
     request_id: str = ""  # the server's response id (joins with engine logs)
+    run_mark: str = ""  # the mark that opened this run's prompts (bench_tasks.run_mark)
+    mark_repeated: bool = False  # --repeat-mark: an earlier run's texts again, meant to be served from its cache
     t_start: float = 0.0  # unix seconds when sent: a label, never used for durations
     # -- outcome --
     ok: bool = False
@@ -60,6 +62,7 @@ class Record:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    shareable_tokens: int | None = None  # what it may share with earlier requests (bench_tasks.cache_share)
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, where given
     usage_source: str = ""  # usage | counted (no usage chunk: one token per content event assumed)
     content_events: int = 0

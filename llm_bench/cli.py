@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import locustfiles
-from bench_tasks import options, run_failure, server, stall
+from bench_tasks import options, run_failure, run_mark, server, stall
 from llm_bench import headless, progress, selftest
 from llm_bench.headless import RunFailed, UsageError
 
@@ -184,16 +184,20 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
     headless.check_engine(args.engine)
-    read_timeout_s = options.values(args, args.command).read_timeout
-    settings = {"workload": getattr(args, "workload", args.command), "options": options.settings(args, args.command)}
+    given = options.values(args, args.command)
+    mark = given.repeat_mark or run_mark.draw()  # one per invocation, handed to Locust and through it to its workers
+    settings = {"workload": getattr(args, "workload", args.command), "options": options.settings(args, args.command),
+                "run_mark": mark}
+    handed = options.locust_argv(args, args.command) + ([] if given.repeat_mark else ["--run-mark", mark])
     failure = None
     with headless.target_server(args.host, out_dir, sim_options) as url:
         models = headless.check_server(url, api_key, args.model)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, settings)
         print(f"measuring {url}" + ("" if args.host else " (the built-in simulated engine)"), flush=True)
+        print(mark_line(mark, given.repeat_mark is not None), flush=True)
         try:
-            headless.run_locust(locustfile, url, out_dir, users, options.locust_argv(args, args.command), api_key,
-                                run_time_s=run_time_s, watch=plan, stall_s=stall.backstop_s(read_timeout_s, idle_s))
+            headless.run_locust(locustfile, url, out_dir, users, handed, api_key,
+                                run_time_s=run_time_s, watch=plan, stall_s=stall.backstop_s(given.read_timeout, idle_s))
         except RunFailed as exc:
             failure = exc
     try:
@@ -207,6 +211,14 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
         print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
     return Measured(out_dir, len(record_sets.failed(record_sets.measured(records))), True, failure)
+
+
+def mark_line(mark: str, repeated: bool) -> str:
+    if repeated:
+        return (f"run mark {mark}, repeated on purpose (--repeat-mark): the same texts as the run that used it, "
+                "meant to be served from the server's cache")
+    return (f"run mark {mark}: it opens every prompt, so that nothing is served from an earlier run's cache "
+            f"(--repeat-mark {mark} sends the same texts again)")
 
 
 def write_report(run: Measured) -> None:

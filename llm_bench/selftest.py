@@ -174,7 +174,7 @@ def read_bare(workload: Workload, model: str, url: str, out_dir: Path, cpu: int 
 
 def write_bare_body(workload: Workload, model: str, path: Path) -> None:
     """The body llm-bench sends the simulated engine in this workload, for a reader of the same streams."""
-    body = chat_body(model, chat.messages(chat.QUESTIONS[0], "run 1"), workload.tokens, ignore_eos=True,
+    body = chat_body(model, chat.messages(chat.QUESTIONS[0], "(run 1)"), workload.tokens, ignore_eos=True,
                      extras=engine.profile("sim").extras())
     path.write_bytes(encode(body))
 

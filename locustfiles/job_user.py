@@ -11,6 +11,7 @@ import time
 
 from locust import task
 
+from bench_tasks.server import Unreachable
 from bench_tasks.suite import Job
 from locustfiles import messaging
 from locustfiles.llm_user import LLMUser
@@ -46,6 +47,8 @@ class JobUser(LLMUser):
         self._wait_s = 0.0
         try:
             self.run_job(job)
+        except Unreachable as exc:  # no server while the job's prompt was sized: a failed request
+            self.unreachable(self.job_record(job, prompt_size=job.size, needle_depth=job.depth), exc)
         finally:
             messaging.work(self.environment).done(job, self.user_id)
 

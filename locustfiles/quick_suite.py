@@ -20,7 +20,8 @@ class ChatQuestionUser(JobUser):
 
     def run_job(self, job) -> None:
         question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        self.stream_chat(self.job_record(job), chat.messages(question, f"run {job.round}"), chat.MAX_TOKENS)
+        opening = self.opening(job.phase, job.round, job.index)
+        self.stream_chat(self.job_record(job), chat.messages(question, opening), chat.MAX_TOKENS)
 
 
 class QuickSuite(SuiteShape):

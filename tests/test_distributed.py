@@ -66,6 +66,9 @@ def test_master_with_two_workers_merges_every_record(start_sim, tmp_path):
     # Each worker also kept its own copy as it went; together they hold exactly the master's rows.
     worker_rows = sum(len(p.read_text().splitlines()) for p in out.glob("worker-*.jsonl"))
     assert worker_rows == len(records) and len(list(out.glob("worker-*.jsonl"))) == 2
+    # One mark for the whole run: drawn by the master where the run starts, carried to both workers.
+    assert records["run_mark"].nunique() == 1 and len(records["run_mark"].iloc[0]) == 8
+    assert records["client_pid"].nunique() == 2 and not records["mark_repeated"].any()
     burst = measured[measured["phase"] == "burst-4"]
     assert burst["clock_offset_s"].notna().all() and (burst["clock_offset_s"].abs() < 0.05).all()
     spread = burst.groupby("round")["release_offset_s"].agg(lambda s: s.max() - s.min())

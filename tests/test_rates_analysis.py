@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis import charts, rates, report
+from analysis.document import Table
 from analysis.load import typed
 from bench_tasks import slo
 from bench_tasks.arrivals import parse
@@ -19,6 +20,7 @@ from bench_tasks.sweep import Sweep, SweepOptions
 from bench_tasks.errors import NOT_SENT
 from bench_tasks.record import COLUMNS, Record
 from bench_tasks.records_file import SWEEP_JSONL, write_csv
+from tests import documents
 from tests.open_loop_room import Room
 
 TOKENS = 64
@@ -192,10 +194,11 @@ def test_a_sweeps_report_has_its_sentences_its_rates_and_both_charts(tmp_path):
     assert {"rate_latency.png", "pareto.png"} <= written
     summary = (tmp_path / "run" / "summary.md").read_text()
     assert "## Open loop: rates" in summary and "- Saturation rate: 8 requests/s" in summary
-    section = summary.split("## Open loop: rates", 1)[1].split("\n## ", 1)[0]
-    lines = [line for line in section.splitlines() if line.startswith("- ")]
-    assert lines[-1].startswith("- Highest rate that met the SLO (ttft_p95 ≤ 0.3 s")  # the last line says it
-    assert "| row | offered_rps | due_rps | achieved_rps |" in section
+    rates = documents.section(documents.blocks_of(summary), "Open loop: rates")
+    sentences = documents.lists(rates)[0]
+    assert sentences[-1].startswith("Highest rate that met the SLO (ttft_p95 ≤ 0.3 s")  # the last line says it
+    table = next(block.cells for block in rates if isinstance(block, Table))
+    assert list(table.columns[:4]) == ["row", "offered_rps", "due_rps", "achieved_rps"]
     long = pd.read_csv(tmp_path / "run" / "summary.csv")
     assert {"rates", "floods", "rates_result"} <= set(long["table"])
 
