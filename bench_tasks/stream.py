@@ -43,7 +43,9 @@ Definitions (docs/measurement.md#the-figures-of-a-request repeats them):
   ends with a token that has no text (the end-of-sequence token; a stop string the server
   swallows): ``usage`` counts it, so its time is counted too, and it was generated when the event
   that closes the answer (the one that says how it ended, without text: Chat Completions'
-  ``finish_reason`` chunk, Messages' ``message_delta``, Responses' ``response.completed``) was sent. Otherwise
+  ``finish_reason`` chunk; on the typed APIs the first event after the last token that says the tokens
+  have ended, Messages' ``content_block_stop``, Responses' ``...done`` events, else the one that says
+  how: ``message_delta``, ``response.completed``) was sent. Otherwise
   (cut by max_tokens, or the closing event carries text) the last token is the last content event.
   llama.cpp's ``predicted_ms`` and vLLM's ``request_decode_time_seconds`` span the same: first
   sampled token to last.
@@ -149,6 +151,7 @@ class Recorder:
         self.timings: dict | None = None
         self.finish_reason: str | None = None
         self.t_close: float | None = None  # the event that carried finish_reason
+        self._end_mark: tuple[float, int] | None = None  # (when, content events before it): see tokens_ended
         self.close_had_text = False
         self.response_id = ""
         self.done = False
@@ -225,10 +228,20 @@ class Recorder:
         """A tool call's fragment without text (its id): kept for the assembly, not a token."""
         self._tool_deltas.append(tools)
 
+    def tokens_ended(self) -> None:
+        """An event that says the answer's tokens have ended, before the one that says how (Responses'
+        ``...done`` events before ``response.completed``, which vLLM may send milliseconds later): the
+        answer closed there, unless a token came after it (vLLM closes the reasoning mid-answer)."""
+        if self._end_mark is None or self._end_mark[1] != len(self.event_times):
+            self._end_mark = (self._t, len(self.event_times))
+
     def close(self, finish_reason: str, had_text: bool) -> None:
-        """The event that says how the answer ended; the first one counts."""
+        """The event that says how the answer ended; the first one counts. It closed the answer, unless
+        an event after the last token said the tokens had ended before it."""
         if self.t_close is None:
-            self.finish_reason, self.t_close, self.close_had_text = finish_reason, self._t, had_text
+            mark = self._end_mark
+            t = mark[0] if mark is not None and mark[1] == len(self.event_times) else self._t
+            self.finish_reason, self.t_close, self.close_had_text = finish_reason, t, had_text
 
     def _fail(self, error: str, detail: str) -> bool:
         self.error, self.error_detail = error, detail

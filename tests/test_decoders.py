@@ -157,6 +157,38 @@ def test_responses_llamacpp_marks_a_cut_answer_completed_and_the_limit_says_leng
     assert unknown.finish_reason == "stop"
 
 
+def test_responses_the_answer_closed_at_the_done_events_when_vllm_sends_completed_later():
+    """vLLM writes the ...done events as the last token comes and response.completed once it has built the
+    whole response, milliseconds later now and then (measured 11 ms): the end-of-sequence token was generated
+    at the first."""
+    pieces = [f"w{i} " for i in range(5)]
+    end = responses_end(responses_usage(completion=6))
+    cut = end.index(b"event: response.completed")
+    events = [*responses_start(), *responses_text(pieces), end[:cut], end[cut:]]
+    times = [10.02, 10.02, 10.5, 10.6, 10.7, 10.8, 10.9, 11.0, 11.011]
+    _, r = measure(ResponsesDecoder(max_output_tokens=256), list(zip(times, events)), t_send=10.0)
+    assert r.finish_reason == "stop" and r.decode_s == pytest.approx(0.5) and r.e2e_s == pytest.approx(1.011)
+    # Without event lines, read by their type: the same.
+    bare = [b"".join(b"data: " + e.split(b"\ndata: ", 1)[1] + b"\n\n" for e in chunk.split(b"\n\n")[:-1])
+            for chunk in events]
+    _, r = measure(ResponsesDecoder(max_output_tokens=256), list(zip(times, bare)), t_send=10.0)
+    assert r.decode_s == pytest.approx(0.5)
+
+
+def test_responses_a_reasoning_item_done_before_the_text_does_not_close_the_answer():
+    """vLLM closes the reasoning item when the text begins."""
+    reasoning = [typed("response.output_item.added", {"item": {"id": "rs_1", "type": "reasoning", "content": []}})
+                 + typed("response.reasoning_text.delta", {"item_id": "rs_1", "delta": "hmm"}),
+                 typed("response.reasoning_text.done", {"item_id": "rs_1", "text": "hmm"})
+                 + typed("response.output_item.done", {"item": {"id": "rs_1", "type": "reasoning"}})]
+    end = responses_end(responses_usage(completion=4))
+    cut = end.index(b"event: response.completed")
+    events = [*responses_start(), *reasoning, *responses_text(["a", "b"]), end[:cut], end[cut:]]
+    times = [0.05, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.52]
+    _, r = measure(ResponsesDecoder(max_output_tokens=256), list(zip(times, events)))
+    assert r.ttft_s == pytest.approx(0.1) and r.ttfo_s == pytest.approx(0.3) and r.decode_s == pytest.approx(0.4)
+
+
 @pytest.mark.parametrize("event", ["response.completed", "response.incomplete"])
 def test_responses_incomplete_status_is_length_whichever_event_carries_it(event):
     """vLLM sends status incomplete in response.completed, OpenAI in response.incomplete."""
