@@ -25,7 +25,8 @@ class Record:
     setup: str = ""  # the label of the serving setup under test (--setup)
     engine: str = ""  # engine profile used
     model: str = ""
-    endpoint: str = ""  # /v1/chat/completions or /v1/completions
+    endpoint: str = ""  # /v1/chat/completions, /v1/responses, /v1/messages (or /v1/completions)
+    api: str = ""  # chat, responses or messages: the API whose stream was read (bench_tasks/decoders.py)
     prompt_size: int | None = None  # asked prompt size in tokens (prompt, needle)
     needle_depth: float | None = None  # 0.1, 0.5, 0.9
     needle_found: bool | None = None
