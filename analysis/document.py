@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis import charts, headline
+from analysis import charts, headline, lost_master
 from analysis.cells import display
 from analysis.summary import TABLE_TITLES
 from bench_tasks.formatting import MISSING
@@ -143,6 +143,7 @@ class Findings:
     capacity: list[str] = field(default_factory=list)  # a sentence per setup whose capacity search ran
     lost: list[str] = field(default_factory=list)  # a sentence per lost worker
     failed: list[str] = field(default_factory=list)  # a sentence per failed run
+    lost_master: list[Block] = field(default_factory=list)  # lost_master_blocks' (none when the master was not lost)
     incomplete: list[str] = field(default_factory=list)  # what has no requests.csv (killed or still running)
     stalls: list[Block] = field(default_factory=list)  # stall_blocks' (none without stall figures)
     rates: list[Block] = field(default_factory=list)  # rate_blocks' (none without an open-loop run)
@@ -182,8 +183,17 @@ def failure_sentence(failure: dict) -> str:
             "finished before it.")
 
 
+def lost_master_blocks(statement: lost_master.Statement | None) -> list[Block]:
+    """A run whose master was lost: what the report is made of and what it cannot know, then what its records
+    still say."""
+    if statement is None:
+        return []
+    return [Labelled(lost_master.LABEL, statement.unknown, statement.said),
+            Labelled(lost_master.KNOWN_LABEL, statement.known)]
+
+
 def warning_blocks(findings: Findings) -> list[Block]:
-    blocks: list[Block] = [Paragraph(sentence) for sentence in findings.failed]
+    blocks: list[Block] = [Paragraph(sentence) for sentence in findings.failed] + findings.lost_master
     if findings.incomplete:
         blocks.append(Paragraph("**Incomplete run**: no requests.csv in " + ", ".join(findings.incomplete) +
                                 " (killed or still running); the figures cover the requests that finished."))

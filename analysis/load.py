@@ -26,10 +26,10 @@ from bench_tasks.record import COLUMNS, FIELD_TYPES
 from bench_tasks import run_failure
 from bench_tasks import slo as slos
 from bench_tasks.metrics import GAUGE_KEYS
-from bench_tasks.records_file import (CAPACITY_JSONL, ENGINE_SERIES_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL,
-                                      RECORDS_JSONL, REQUESTS_CSV, SWEEP_JSONL, WORKER_JSONL_GLOB)
+from bench_tasks.records_file import (CAPACITY_JSONL, ENGINE_SERIES_JSONL, LOST_WORKERS_JSONL, MASTER_FILES,
+                                      METRICS_JSONL, PROGRESS_JSONL, RECORDS_JSONL, REQUESTS_CSV, SETTINGS_JSON,
+                                      SWEEP_JSONL, WORKER_JSONL_GLOB)
 
-SETTINGS_JSON = "settings.json"
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 _SHOWN_LINES = 5  # a problem names at most this many lines
@@ -45,8 +45,14 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict]:
     """Records of one run directory and facts about them.
 
     info: ``source`` (file names read), ``complete`` (False when there is no requests.csv: a
-    killed or still running run), ``bad_lines`` (rows that could not be read) and ``problems``
-    (one sentence each).
+    killed or still running run), ``bad_lines`` (rows that could not be read), ``problems`` (one
+    sentence each), ``files`` (each file read: the rows read from it), ``from_master`` (rows of
+    ``requests.csv`` or the master's ``records.jsonl``; None without either) and ``only_in_workers``
+    (records found only in the workers' own files; None when none was read).
+
+    Without requests.csv, the master's (or a local run's) ``records.jsonl`` and the workers' own
+    ``worker-*.jsonl`` are read together: a record in several of them (a master's record and its
+    worker's copy, or two copies of one worker's file) is kept once.
     """
     directory = Path(directory)
     csv_path = directory / REQUESTS_CSV
@@ -57,21 +63,45 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict]:
         except _Damaged:
             reading = _Reading()
             _read_csv(csv_path, reading)
-        source, complete = REQUESTS_CSV, True
-    else:
-        paths = [directory / RECORDS_JSONL] if (directory / RECORDS_JSONL).exists() else \
-            sorted(directory.glob(WORKER_JSONL_GLOB))
-        if not paths:
-            raise RunDirError(f"{directory} holds no requests.csv or records: is it an llm-bench output directory?")
-        for path in paths:
-            _read_jsonl(path, reading)
-        source, complete = ", ".join(p.name for p in paths), False
+        frame, problems = reading.result()
+        return frame, {"source": REQUESTS_CSV, "complete": True, "bad_lines": reading.bad_lines,
+                       "problems": problems, "files": {REQUESTS_CSV: len(frame)}, "from_master": len(frame),
+                       "only_in_workers": None}
+    master = [directory / RECORDS_JSONL] if (directory / RECORDS_JSONL).exists() else []
+    workers = sorted(directory.glob(WORKER_JSONL_GLOB))
+    if not master and not workers:
+        raise RunDirError(f"{directory} holds no requests.csv or records: is it an llm-bench output directory?")
+    rows = []
+    for path in master + workers:
+        before = reading.rows()
+        _read_jsonl(path, reading)
+        rows.append(reading.rows() - before)
     frame, problems = reading.result()
-    return frame, {"source": source, "complete": complete, "bad_lines": reading.bad_lines, "problems": problems}
+    part = np.repeat(np.arange(len(rows)), rows)
+    in_workers = part >= len(master)
+    kept = np.ones(len(frame), dtype=bool)
+    kept[in_workers] = _once(frame[in_workers], part[in_workers])
+    repeated = int((~kept).sum())
+    if repeated:
+        problems.append(f"{repeated} record(s) found in more than one worker's file; each kept once")
+    kept_in_workers = int(kept[in_workers].sum())
+    if master:  # the master's records are copies of the workers': where both are here, one is kept
+        kept[kept] = _once(frame[kept], in_workers[kept].astype(int))
+    only_in_workers = kept_in_workers - (len(frame) - repeated - int(kept.sum()))
+    info = {"source": ", ".join(p.name for p in master + workers), "complete": False, "bad_lines": reading.bad_lines,
+            "problems": problems, "files": {p.name: n for p, n in zip(master + workers, rows)},
+            "from_master": rows[0] if master else None, "only_in_workers": only_in_workers if workers else None}
+    return frame[kept].reset_index(drop=True), info
 
 
 def load_runs(directories, labels=None) -> tuple[pd.DataFrame, list[str]]:
-    """Records of several directories in one frame, and the problems met reading them.
+    """Records of several directories in one frame, and the problems met reading them (``merge_runs``)."""
+    return merge_runs([(directory, *load_run(directory)) for directory in directories], labels)
+
+
+def merge_runs(runs, labels=None) -> tuple[pd.DataFrame, list[str]]:
+    """Several runs' records (each: its directory, and its records and info as ``load_run`` gives them) in
+    one frame, and the problems met reading them.
 
     Each row's ``setup`` is its own ``setup`` cell when set, else the label given for its
     directory, else the directory's name. Directories that end up with the same label are one
@@ -80,15 +110,18 @@ def load_runs(directories, labels=None) -> tuple[pd.DataFrame, list[str]]:
     Rows found twice (a master's records and a worker's copy) are kept once, and said so.
     """
     frames, problems = [], []
-    for i, directory in enumerate(directories):
-        frame, info = load_run(directory)
+    for i, (directory, frame, info) in enumerate(runs):
         label = _label(directory, labels[i] if labels and i < len(labels) else None)
         problems += [f"{directory}: {p}" for p in info["problems"]]
         frames.append(frame.assign(setup=frame["setup"].where(frame["setup"] != "", label),
                                    run_dir=str(directory), run_complete=info["complete"]))
     if not frames:
         return typed(pd.DataFrame(columns=list(COLUMNS))).assign(run_dir="", run_complete=True), problems
-    merged = _without_duplicates(pd.concat(frames, ignore_index=True), problems)
+    merged = pd.concat(frames, ignore_index=True)
+    kept = _once(merged, np.repeat(np.arange(len(frames)), [len(frame) for frame in frames]))
+    if not kept.all():
+        problems.append(f"{int((~kept).sum())} record(s) found in more than one directory; each kept once")
+    merged = merged[kept].reset_index(drop=True)
     return merged, problems + _shared_hosts(merged)
 
 
@@ -170,6 +203,29 @@ def load_lost_workers(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows, columns=LOST_COLUMNS), problems
 
 
+def master_files(directory: str | Path) -> frozenset[str]:
+    """Which of the files only the master (or a local run) writes are in ``directory`` (MASTER_FILES)."""
+    return frozenset(name for name in MASTER_FILES if (Path(directory) / name).is_file())
+
+
+def load_progress(directory: str | Path) -> dict | None:
+    """``DIR/progress.jsonl``'s plan: ``phases`` (each planned phase and the measured records it will write)
+    and ``opened`` (the phases that began); None without the file."""
+    path = Path(directory) / PROGRESS_JSONL
+    if not path.exists():
+        return None
+    plan = {"phases": [], "opened": []}
+    for line in path.read_bytes().splitlines():
+        event = _json_object(line) if line.strip() else None
+        kind = event.get("event") if event else None
+        if kind == "suite" and isinstance(event.get("phases"), list):
+            plan["phases"] = [(str(p.get("phase")), int(p.get("expected_records") or 0))
+                              for p in event["phases"] if isinstance(p, dict)]
+        elif kind == "phase":
+            plan["opened"].append(str(event.get("phase")))
+    return plan
+
+
 def load_settings(directory: str | Path) -> dict:
     """``DIR/settings.json`` (what was run, against which host, when), or {} when absent."""
     try:
@@ -237,6 +293,10 @@ class _Reading:
         self.columns: dict[str, None] = {}  # every column met, in order
         self.header: list[str] | None = None  # a CSV's header: its missing columns are a problem
         self.bad_values: dict[str, list] = {}  # column -> [count, the first _SHOWN_LINES places]
+
+    def rows(self) -> int:
+        """Rows kept so far."""
+        return sum(len(frame) for frame in self.frames)
 
     def bad_line(self, problem: str) -> None:
         self.read_problems.append(problem)
@@ -492,11 +552,17 @@ def _label(directory, given: str | None) -> str:
     return given or Path(directory).name or Path(directory).resolve().name
 
 
-def _without_duplicates(merged: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
-    twice = merged.duplicated(subset=list(COLUMNS))
-    if twice.any():
-        problems.append(f"{int(twice.sum())} record(s) found in more than one directory; each kept once")
-    return merged[~twice].reset_index(drop=True)
+def _once(frame: pd.DataFrame, part: np.ndarray) -> np.ndarray:
+    """Which rows to keep when ``frame`` holds parts (files, directories) that may hold copies of one
+    another's records: a record found in several parts is kept once, while identical rows within one part
+    are each kept (a part holds each of its records once, so there they are distinct records). A row's
+    content is hashed only to number its copies within its part; rows are compared on every column."""
+    if frame.empty or (part == part[0]).all():  # one part: nothing in it is another's copy
+        return np.ones(len(frame), dtype=bool)
+    columns = frame[list(COLUMNS)]
+    content = pd.util.hash_pandas_object(columns, index=False).to_numpy()
+    nth = pd.Series(content).groupby([content, part]).cumcount().to_numpy()
+    return ~columns.assign(_nth=nth).duplicated().to_numpy()
 
 
 def _shared_hosts(merged: pd.DataFrame) -> list[str]:

@@ -8,7 +8,8 @@
                                           (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png,
                                           rate_latency.png, pareto.png)
 
-Both print nothing and return the paths they wrote. A chart with nothing to draw is not written.
+Both print nothing and return the paths they wrote (a run's report also what the terminal should say beside
+them: ``Written.said``). A chart with nothing to draw is not written.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, rates, stalls,
-                      study, summary, timeline, winners)
+from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_master, lost_workers, rates,
+                      stalls, study, summary, timeline, winners)
 from bench_tasks.records_file import STALLS_CSV
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
@@ -29,10 +30,21 @@ TIMELINE_PNG = "timeline.png"
 RATE_LATENCY_PNG, PARETO_PNG = "rate_latency.png", "pareto.png"
 
 
-def write_report(run_dir) -> list[Path]:
+class Written(list):
+    """The paths a report wrote (a list of them), and in ``said`` the lines the terminal should show beside
+    them: what a run whose master was lost cannot know."""
+
+    def __init__(self, paths: list[Path], said: list[str]) -> None:
+        super().__init__(paths)
+        self.said = said
+
+
+def write_report(run_dir) -> Written:
     run_dir = Path(run_dir)
-    records, problems = load.load_runs([run_dir])
+    frame, info = load.load_run(run_dir)
+    records, problems = load.merge_runs([(run_dir, frame, info)])
     metrics, metric_problems = load.load_metrics(run_dir)
+    master = lost_master.statement(records, info, load.master_files(run_dir), load.load_progress(run_dir), metrics)
     settings = load.load_settings(run_dir)
     lost, lost_problems = load.load_lost_workers(run_dir)
     losses = lost_workers.losses(records, lost)
@@ -56,7 +68,8 @@ def write_report(run_dir) -> list[Path]:
         problems + metric_problems + slo_problems + lost_problems + series_problems,
         capacity=capacity_sentences(records, {facts["setup"]: slo}), lost=lost_workers.sentences(losses),
         failed=[document.failure_sentence(failure)] if (failure := load.load_failure(run_dir)) else [],
-        incomplete=[] if facts["complete"] else ["this directory"],
+        lost_master=document.lost_master_blocks(master),
+        incomplete=[] if facts["complete"] or master is not None else ["this directory"],
         stalls=document.stall_blocks(stalls.sentence(found, records), stalls.longest(found)) if measured_stalls else [],
         rates=document.rate_blocks(rates.conclusion(records, slo), long))
     blocks = document.summary_blocks(facts, findings)
@@ -70,7 +83,7 @@ def write_report(run_dir) -> list[Path]:
     per_request = agreement.engine_clock(records)
     if not per_request.empty:
         written.append(_csv(run_dir / ENGINE_CLOCK_CSV, per_request))
-    return written
+    return Written(written, master.lines() if master is not None else [])
 
 
 def write_compare(dirs, labels, out_dir) -> list[Path]:

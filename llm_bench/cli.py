@@ -4,7 +4,7 @@
     llm-bench run paste [--host URL] [--users N] [--size 4k] [--requests N] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
     llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
-    llm-bench report DIR
+    llm-bench report DIR  |  llm-bench report PATH... --out DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
     llm-bench sim [--port 8000] [simulated engine options]
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import locustfiles
 from bench_tasks import options, run_failure, run_mark, server, stall
-from llm_bench import headless, progress, selftest
+from llm_bench import gathering, headless, progress, selftest
 from llm_bench.headless import RunFailed, UsageError
 
 
@@ -66,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                 options.CAPACITY, run_capacity)
 
     report = commands.add_parser("report", help="write summary.md/.csv, charts and report.html for a run")
-    report.add_argument("run_dir", help="a run's output directory")
+    report.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a run's output directory; with --out, the workers' own files (worker-HOST-PID.jsonl) of "
+                             "a run whose master was lost, and the directories holding them or the master's files")
+    report.add_argument("--out", help="the directory the PATHs' files are copied into and the report written to")
     report.set_defaults(handler=run_report)
 
     compare = commands.add_parser("compare", help="several setups side by side")
@@ -91,11 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
 def at_the_edge(args: argparse.Namespace) -> argparse.Namespace:
     """Paths made absolute and the host made a base URL, once: nothing past here depends on the
     working directory (Locust runs in the output directory) or on how the URL was spelled."""
-    for name in ("out", "run_dir"):
+    if getattr(args, "out", None):
+        args.out = str(Path(args.out).resolve())
+    for name in ("run_dirs", "paths"):
         if getattr(args, name, None):
-            setattr(args, name, str(Path(getattr(args, name)).resolve()))
-    if getattr(args, "run_dirs", None):
-        args.run_dirs = [str(Path(d).resolve()) for d in args.run_dirs]
+            setattr(args, name, [str(Path(d).resolve()) for d in getattr(args, name)])
     if hasattr(args, "host"):
         host = args.host or os.environ.get("OPENAI_BASE_URL", "")
         args.host = server.base_url(host) if host else None
@@ -244,11 +247,16 @@ def exit_status(args, run: Measured) -> int:
 def run_report(args, argv: list[str]) -> int:
     from analysis import load, report
 
+    run_dir, said = gathering.run_directory([Path(p) for p in args.paths], Path(args.out) if args.out else None)
+    for line in said:
+        print(line)
     try:
-        paths = report.write_report(Path(args.run_dir))
+        written = report.write_report(run_dir)
     except load.RunDirError as exc:
         raise UsageError(str(exc)) from None
-    for path in paths:
+    for line in written.said:
+        print(line)
+    for path in written:
         print(path)
     return 0
 
