@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from analysis.records import measured, succeeded
+from analysis.records import measured, ok_mask, succeeded
 from analysis.spread import long_frame, long_rows, single, spread
 
 Rate = Callable[[pd.DataFrame], pd.Series]
@@ -194,7 +194,7 @@ def metrics_agreement(records: pd.DataFrame, metrics: pd.DataFrame, names: dict 
         return pd.DataFrame(columns=METRICS_COLUMNS)
     names = series_names(metrics, names)
     deltas = counter_deltas(metrics)
-    ok = records["ok"].fillna(False).astype(bool)
+    ok = ok_mask(records)
     start = _number(records, "t_send") + _number(records, "clock_offset_s").fillna(0)
     end = start + _number(records, "e2e_s")
     rows = []

@@ -2,7 +2,7 @@
 
 The verdict is ``bench_tasks.slo.judge``, the very function the search judged each step with while
 it ran, applied to the same records (the phases ``class-N``; ``settle-N`` requests are never
-judged), and the capacity is ``bench_tasks.capacity.conclude`` over those verdicts. Each window in
+judged), and the capacity is ``bench_tasks.capacity.policy.conclude`` over those verdicts. Each window in
 the records is final: the search held on to a window it could not tell until ``--max-step-s`` and
 then decided it on its point estimates, so a window whose intervals still cannot tell is decided
 so here too (``decided_on``). Pure: records and an SLO in, DataFrames and sentences out.
@@ -17,21 +17,24 @@ import pandas as pd
 from analysis.records import measured
 from analysis.spread import long_frame, long_rows, single
 from bench_tasks import slo as slos
-from bench_tasks.capacity import SCENARIO, conclude
-from bench_tasks.figures import MISSING, shown
+from bench_tasks.capacity.lines import figures_text
+from bench_tasks.capacity.policy import conclude
+from bench_tasks.capacity.steps import SCENARIO
+from bench_tasks.formatting import MISSING, interval, percent, shown
 
 WINDOW = re.compile(r"class-(\d+)(?:-\d+)?")  # class-N, or class-N-2: the class again after a refused window
-STEP_COLUMNS = ["phase", "students", "step", "requests", "ok", "failed", "client_saturated", "ttft_p50_s",
+STEP_COLUMNS = ["phase", "students", "step", "requests", "ok", "failed", "client_saturated", "overdue", "ttft_p50_s",
                 "ttft_p95_s", "per_user_decode_tps", "goodput_share", "meets_slo", "outcome", "decided_on", "missed"]
 TEXT_COLUMNS = ("phase", "ok", "outcome", "decided_on", "missed", "straddling")  # not figures: not in the long table
-PER_REQUEST = ("students", "step", "requests", "failed", "client_saturated", "goodput_share", "meets_slo")
+PER_REQUEST = ("students", "step", "requests", "failed", "client_saturated", "overdue", "goodput_share", "meets_slo")
 
 
-def steps(records: pd.DataFrame, slo: slos.Slo) -> pd.DataFrame:
+def steps(records: pd.DataFrame, slo: slos.Slo, overdue: dict[str, int] | None = None) -> pd.DataFrame:
     """One row per judged window, by class size: its figures (``slo.judge``'s keys, the goals' own
     figures and their intervals included), ``step`` (the order the search ran it in), ``meets_slo``
     (1 met, 0 missed, missing when the client was saturated), ``decided_on`` and ``missed`` (the
-    goals it broke, in words)."""
+    goals it broke, in words), and ``overdue`` (answers the search judged the window without, by
+    phase as ``load.load_overdue`` reads them; missing where it is not known)."""
     classroom = measured(records)
     classroom = classroom[classroom["scenario"] == SCENARIO]
     windows = [(phase, int(match[1]), group) for phase, group in classroom.groupby("phase", sort=False)
@@ -44,14 +47,14 @@ def steps(records: pd.DataFrame, slo: slos.Slo) -> pd.DataFrame:
         figures = slos.judge(slo, group[judged_columns].to_dict("records"), final=True)
         meets = {slos.MEETS: 1.0, slos.MISSES: 0.0}.get(figures["outcome"], float("nan"))
         rows.append({**figures, "phase": phase, "students": students, "step": number, "meets_slo": meets,
-                     "missed": "; ".join(figures["missed"])})
+                     "missed": "; ".join(figures["missed"]), "overdue": (overdue or {}).get(phase)})
     goal_columns = [c for g in slo.goals for c in (g.figure, g.low, g.high, g.level)]
     columns = STEP_COLUMNS + list(dict.fromkeys(c for c in goal_columns if c not in STEP_COLUMNS))
     return pd.DataFrame(rows, columns=columns).sort_values(["students", "step"], ignore_index=True)
 
 
 def result(steps: pd.DataFrame) -> tuple[int, int | None, str]:
-    """(capacity, the class that bounds it, why) as the search concluded: see bench_tasks.capacity.conclude
+    """(capacity, the class that bounds it, why) as the search concluded: see bench_tasks.capacity.policy.conclude
     (a class run twice counts by its later window)."""
     return conclude(dict(zip(steps["students"].astype(int), steps["outcome"])))
 
@@ -95,9 +98,9 @@ def result_table(steps: pd.DataFrame) -> pd.DataFrame:
         "capacity_students": single(capacity, len(steps)), "bound_students": single(bound, len(steps))}))
 
 
-def tables(records: pd.DataFrame, slo: slos.Slo | None) -> pd.DataFrame:
+def tables(records: pd.DataFrame, slo: slos.Slo | None, overdue: dict[str, int] | None = None) -> pd.DataFrame:
     """Both tables, or none when the records hold no judged window or the SLO is unknown."""
-    judged = steps(records, slo) if slo is not None else pd.DataFrame()
+    judged = steps(records, slo, overdue) if slo is not None else pd.DataFrame()
     if judged.empty:
         return long_frame([])
     return pd.concat([capacity_table(judged, slo), result_table(judged)], ignore_index=True)
@@ -117,9 +120,9 @@ def conclusion(steps: pd.DataFrame, slo: slos.Slo) -> str:
     missed = windows["missed"].iloc[-1]
     if why == slos.SATURATED:
         twice = " in both of its windows" if len(windows) > 1 else ""
-        return (f"{head}: at least {capacity} students{met}. At {bound} students the client itself was saturated{twice} "
-                f"({missed}): that step is not reported and the search stopped there. Add workers (--processes N, "
-                f"or worker machines) and search again.{_on_point_estimates(steps, [capacity])}")
+        return (f"{head}: at least {capacity} students{met}. At {bound} students the client itself was saturated"
+                f"{twice} ({missed}): that step is not reported and the search stopped there. Add workers "
+                f"(--processes N, or worker machines) and search again.{_on_point_estimates(steps, [capacity])}")
     if why == slos.UNSURE:
         return f"{head}: {capacity} students{met}; at {bound} students its requests could not tell."
     return (f"{head}: {capacity} students{met}; {bound} students missed it ({missed})."
@@ -134,7 +137,7 @@ def _deciding_figures(steps: pd.DataFrame, slo: slos.Slo, students: int) -> str:
         return ""
     step = windows.iloc[-1].to_dict()
     columns = [c for g in slo.goals for c in (g.figure, g.low, g.high, g.level)]
-    return ", " + slos.figures_text(slo, {c: slos.number(step.get(c)) for c in columns})
+    return ", " + figures_text(slo, {c: slos.number(step.get(c)) for c in columns})
 
 
 def _on_point_estimates(steps: pd.DataFrame, classes: list[int]) -> str:
@@ -153,19 +156,22 @@ def _on_point_estimates(steps: pd.DataFrame, classes: list[int]) -> str:
 
 def format_steps(steps: pd.DataFrame, slo: slos.Slo) -> str:
     """The steps as the terminal shows them after a search: one line per class size, each goal's
-    figure with its interval."""
+    figure with its interval (and the answers a window was judged without, when any was)."""
     goals = [g for g in slo.goals if g.figure not in ("ttft_p50_s", "ttft_p95_s")]
     intervals = [(g, f"{g.label} {slos.LEVEL:.0%} CI", 3 if g.at_most else 1) for g in slo.goals]
-    header = [("students", 9), ("requests", 9), ("failed", 7), ("TTFT p50 s", 11), ("TTFT p95 s", 11),
+    overdue = bool(pd.to_numeric(steps["overdue"], errors="coerce").fillna(0).gt(0).any())
+    header = [("students", 9), ("requests", 9), ("failed", 7), *([("overdue", 8)] if overdue else []),
+              ("TTFT p50 s", 11), ("TTFT p95 s", 11),
               ("decode p50", 11), *[(g.figure, max(12, len(g.figure) + 1)) for g in goals],
               *[(name, max(15, len(name) + 1)) for _g, name, _digits in intervals], ("goodput", 8)]
     lines = ["".join(f"{name:>{width}}" for name, width in header) + "  verdict"]
     for step in steps.to_dict("records"):
-        cells = [str(step["students"]), str(step["requests"]), str(step["failed"]), shown(step["ttft_p50_s"], 3),
+        cells = [str(step["students"]), str(step["requests"]), str(step["failed"]),
+                 *([shown(step["overdue"], 0)] if overdue else []), shown(step["ttft_p50_s"], 3),
                  shown(step["ttft_p95_s"], 3), shown(step["per_user_decode_tps"], 1),
                  *[shown(step[g.figure], 3 if g.at_most else 1) for g in goals],
                  *[_interval_shown(step, g, digits) for g, _name, digits in intervals],
-                 MISSING if slos.number(step["goodput_share"]) is None else f"{step['goodput_share']:.0%}"]
+                 percent(step["goodput_share"])]
         lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)) + "  " + _verdict(step))
     return "\n".join(lines)
 
@@ -180,7 +186,6 @@ def _interval_shown(step: dict, goal: slos.Goal, digits: int) -> str:
     """``0.712–0.968``; an end the window's requests cannot place is ``?``; MISSING when not measured."""
     if slos.number(step[goal.figure]) is None:
         return MISSING
-    ends = [slos.number(step[goal.low]), slos.number(step[goal.high])]
-    return "–".join("?" if end is None else shown(end, digits) for end in ends)
+    return interval(step[goal.low], step[goal.high], lambda end: shown(end, digits))
 
 

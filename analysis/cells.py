@@ -2,7 +2,7 @@
 
 A cell reads ``median (75% CI low–high)`` when the figure has a confidence interval (a median over
 runs, a percentile, a share: ``spread``), its level the coverage it reached (an end the values
-cannot place is "?"), the value alone when it has none (a count, one value), and ``MISSING`` when it
+cannot place is "?": ``formatting.ci``), the value alone when it has none (a count, one value), and ``MISSING`` when it
 is missing. A column ``n`` gives the largest n of the line; a cell whose own n is smaller says
 ``n=k``. The min–max ranges stay in summary.csv.
 """
@@ -11,31 +11,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench_tasks import figures
-from bench_tasks.figures import MISSING
-
-DIGITS = (("_ms", 1), ("_s", 3), ("_tps", 1))  # a metric's unit, as its name ends, and the decimals it shows
-OPEN = "?"  # an interval's end the values cannot place (a capacity step's p95 from fewer than 87 requests)
-
-
-def number(value: float, metric: str) -> str:
-    """A value in the unit its metric name says."""
-    if figures.number(value) is None:
-        return MISSING
-    if metric.endswith("_share"):
-        return f"{value * 100:.0f}%"
-    if metric.endswith("_pct"):
-        return f"{0.0 if abs(value) < 0.05 else value:+.1f}%"  # no "-0.0%"
-    digits = next((digits for end, digits in DIGITS if metric.endswith(end)), 0 if float(value).is_integer() else 1)
-    return figures.shown(value, digits)
+from bench_tasks.figures import number
+from bench_tasks.formatting import MISSING, ci, in_unit
 
 
 def cell(figure: dict, metric: str, line_n: int) -> str:
-    text = number(figure["median"], metric)
-    if text != MISSING and figures.number(figure.get("ci_level")) is not None:
-        ends = "–".join(OPEN if figures.number(figure[end]) is None else number(figure[end], metric)
-                        for end in ("ci_low", "ci_high"))
-        text += f" ({figure['ci_level']:.0%} CI {ends})"
+    text = in_unit(figure["median"], metric)
+    if text != MISSING and number(figure.get("ci_level")) is not None:
+        text += f" ({ci(figure['ci_level'], figure['ci_low'], figure['ci_high'], lambda end: in_unit(end, metric))})"
     if 0 < figure["n"] < line_n:
         text += f" n={figure['n']}"
     return text

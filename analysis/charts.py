@@ -13,8 +13,9 @@ import altair as alt
 import pandas as pd
 import vl_convert
 
-from analysis.headline import SECOND_NAMES, value_text
+from analysis.headline import SECOND_NAMES
 from analysis.records import measured, phase_order, succeeded
+from bench_tasks.formatting import brief, interval
 
 BAR_PX = 48  # one bar's width: room for a label such as "0.0025" above it
 WIDE_RATIO = 20  # values this many times apart get a log axis: on a linear one the small ones vanish
@@ -46,8 +47,8 @@ def _figures(long: pd.DataFrame, keys: dict[str, str], table: str, metrics: list
                 & long["median"].notna()]
     return rows.assign(
         key=rows["setup"].map(keys), figure=rows["metric"].map(lambda m: FIGURE_NAMES.get(m, m)),
-        value=[value_text(v, m) for v, m in zip(rows["median"], rows["metric"])],
-        range=[f"{value_text(lo, m)}–{value_text(hi, m)}" if pd.notna(lo) else "" for lo, hi, m in
+        value=[brief(v, m) for v, m in zip(rows["median"], rows["metric"])],
+        range=[interval(lo, hi, lambda end, m=m: brief(end, m)) if pd.notna(lo) else "" for lo, hi, m in
                zip(rows["min"], rows["max"], rows["metric"])],
         top=rows[["median", "max"]].max(axis=1))
 
@@ -244,7 +245,7 @@ def _capacity_points(steps: pd.DataFrame, keys: dict[str, str], names: dict[str,
     rows = steps[steps["metric"].isin(list(names)) & steps["median"].notna()]
     return rows.assign(key=rows["setup"].map(keys), line=rows["metric"].map(names),
                        students=[students.get((s, r)) for s, r in zip(rows["setup"], rows["row"])],
-                       value=[value_text(v, m) for v, m in zip(rows["median"], rows["metric"])])
+                       value=[brief(v, m) for v, m in zip(rows["median"], rows["metric"])])
 
 
 def _goal_rules(slos: dict, keys: dict[str, str], unit: str) -> pd.DataFrame:
@@ -258,3 +259,86 @@ def _goal_rules(slos: dict, keys: dict[str, str], unit: str) -> pd.DataFrame:
     rows = [{"figure": figure, "limit": limit, "goal": f"SLO {', '.join(setups)}: {text}"}
             for (figure, limit, text), setups in shared.items()]
     return pd.DataFrame(rows, columns=["figure", "limit", "goal"])
+
+
+RATE_PANELS = (  # (panel title, y axis, [(figure, its line)]) of the latency-throughput chart
+    ("First token against achieved rate", "first token s, timed from due",
+     [("ttft_due_p50_s", "TTFT p50"), ("ttft_due_p95_s", "TTFT p95")]),
+    ("Inter-token latency against achieved rate", "s per token", [("itl_p50_s", "ITL p50"), ("itl_p95_s", "ITL p95")]))
+
+
+def _rate_points(long: pd.DataFrame, keys: dict[str, str]) -> pd.DataFrame:
+    """The ``rates`` table wide: one row per setup and window, its figures as columns, in offered order."""
+    rates = long[(long["table"] == "rates") & long["setup"].isin(list(keys))]
+    if rates.empty:
+        return pd.DataFrame()
+    wide = rates.pivot_table(index=["setup", "row"], columns="metric", values="median", aggfunc="first",
+                             dropna=False).reset_index()
+    wide = wide.assign(key=wide["setup"].map(keys), rate=wide["row"].str.removeprefix("rate-"))
+    return wide.sort_values(["key", "offered_rps", "row"], ignore_index=True)
+
+
+def rate_latency_chart(long: pd.DataFrame, keys: dict[str, str]) -> alt.HConcatChart | None:
+    """An open loop's latency against the rate it achieved: TTFT p50 (solid) and p95 (dashed) timed from
+    due, and ITL p50 and p95, one line per setup and figure through its rates in offered order, each
+    figure named beside its line's last point (the first setup's)."""
+    wide = _rate_points(long, keys)
+    if wide.empty or "achieved_rps" not in wide:
+        return None
+    panels = [panel for title, axis, lines in RATE_PANELS
+              if (panel := _rate_panel(wide, keys, title, axis, lines)) is not None]
+    return alt.hconcat(*panels).resolve_scale(color="shared", strokeDash="independent") if panels else None
+
+
+def _rate_panel(wide: pd.DataFrame, keys: dict[str, str], title: str, axis: str,
+                lines: list[tuple[str, str]]) -> alt.LayerChart | None:
+    frame = pd.concat([wide.assign(line=name, value=wide[figure] if figure in wide else float("nan"))
+                       for figure, name in lines], ignore_index=True).dropna(subset=["value", "achieved_rps"])
+    if frame.empty:
+        return None
+    frame = frame.assign(value_text=[brief(v, "x_s") for v in frame["value"]],
+                         achieved_text=[f"{v:.3g}" for v in frame["achieved_rps"]])
+    scale, words = _value_scale(frame["value"])
+    color = alt.Color("key:N", sort=list(keys.values()), title="setup")
+    base = alt.Chart(frame).encode(
+        x=alt.X("achieved_rps:Q", title="achieved requests/s (answers per second)"),
+        y=alt.Y("value:Q", title=f"{axis}{words}", scale=scale), color=color,
+        strokeDash=alt.StrokeDash("line:N", sort=[name for _f, name in lines], legend=None),  # named at its end
+        order=alt.Order("offered_rps:Q"), detail="line:N",
+        tooltip=[alt.Tooltip("key:N", title="setup"), alt.Tooltip("setup:N", title="label"),
+                 alt.Tooltip("row:N", title="phase"), alt.Tooltip("line:N", title="figure"),
+                 alt.Tooltip("value_text:N", title="s"), alt.Tooltip("achieved_text:N", title="achieved/s")])
+    first = frame[frame["key"] == frame["key"].iloc[0]]
+    ends = first.loc[first.groupby("line")["achieved_rps"].idxmax()]
+    names = [alt.Chart(ends[ends["line"] == name]).mark_text(align="left", dx=6, dy=dy, fontSize=10).encode(
+        x="achieved_rps:Q", y="value:Q", text="line:N", color=color)  # p50 below its point, p95 above
+        for (_figure, name), dy in zip(lines, (7, -7))]
+    return alt.layer(base.mark_line(point=alt.OverlayMarkDef(size=50)), *names).properties(
+        title=title, width=320, height=260)
+
+
+def pareto_chart(long: pd.DataFrame, keys: dict[str, str]) -> alt.LayerChart | None:
+    """Total output tokens per second against the tokens per second one user reads (median decode_tps),
+    one line per setup through its rates in offered order, each point labelled with its rate: the
+    throughput a server gives for each speed a user gets."""
+    wide = _rate_points(long, keys)
+    needed = {"output_tps", "decode_tps_p50"}
+    if wide.empty or not needed <= set(wide):
+        return None
+    frame = wide.dropna(subset=list(needed))
+    if frame.empty:
+        return None
+    frame = frame.assign(label=frame["rate"] + "/s", total_text=[f"{v:.0f}" for v in frame["output_tps"]],
+                         user_text=[f"{v:.1f}" for v in frame["decode_tps_p50"]])
+    order = list(keys.values())
+    base = alt.Chart(frame).encode(
+        x=alt.X("decode_tps_p50:Q", title="tokens/s per user (median decode tok/s)", scale=alt.Scale(zero=False)),
+        y=alt.Y("output_tps:Q", title="total output tokens/s"), color=alt.Color("key:N", sort=order, title="setup"),
+        order=alt.Order("offered_rps:Q"),
+        tooltip=[alt.Tooltip("key:N", title="setup"), alt.Tooltip("setup:N", title="label"),
+                 alt.Tooltip("row:N", title="phase"), alt.Tooltip("total_text:N", title="total tok/s"),
+                 alt.Tooltip("user_text:N", title="tok/s per user")])
+    lines = base.mark_line(point=alt.OverlayMarkDef(size=50))
+    labels = base.mark_text(align="left", dx=5, dy=-6, fontSize=10).encode(text="label:N")
+    return alt.layer(lines, labels).properties(title="Total output tokens/s against tokens/s per user", width=360,
+                                               height=260)

@@ -1,27 +1,30 @@
-"""The report as text: a list of blocks, rendered to Markdown or to self-contained HTML.
+"""The report as a list of typed blocks, rendered once per format: Markdown and self-contained HTML.
 
-A block is a tuple: ("title", text), ("heading", text), ("subheading", text), ("text", text),
-("list", [items]), ("table", cells frame), ("headline", cells frame, details frame) (a headline
-table: the details are the intervals and ranges, one click or a hover away in the HTML), ("chart",
-file name, Vega-Lite spec, png bytes). Both renderings come from the same blocks, so the Markdown and the HTML always
-say the same thing.
+A block is one of the small dataclasses below: ``Heading`` (the title at level 1, a section at 2, a
+subsection at 3), ``Paragraph``, ``Items`` (a list), ``Labelled`` (a list under a bold label: warnings,
+lost workers, problems), ``Table``, ``Headline`` (a table whose cells open on their details: the
+intervals and ranges, one click or a hover away in the HTML) and ``Chart`` (a Vega-Lite spec and
+its PNG). Each knows how it reads in Markdown and in HTML, so both renderings come from the same
+blocks and always say the same thing. ``Findings`` holds what a report says besides its header, the
+same for a run's summary and a comparison of setups.
 
 Every report reads in one order: the legend of the setups' keys, the study's three tables, the
-result in words (several setups), warnings, charts, then the details: each run's header and
-every table with its intervals.
+result in words (several setups), the capacity search, stalls, warnings, charts, then the details:
+each run's header and every table with its intervals.
 """
 
 from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis import charts, headline
+from analysis import charts, headline, lost_master
 from analysis.cells import display
 from analysis.summary import TABLE_TITLES
-from bench_tasks.figures import MISSING
+from bench_tasks.formatting import MISSING
 
 HEADLINE_NOTE = ("Each cell is the median over runs (bursts: over rounds; the slowest first token is a round's "
                  "p95). Its confidence interval, at the level it reached (order statistics: at 3 runs the min–max, "
@@ -32,29 +35,144 @@ WINNERS_NOTE = ("A setup is named only where every setup's interval reaches 90% 
                 "on the better side of every other's; with fewer runs than that takes, or overlapping intervals, "
                 "the line says it can't tell.")
 
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    level: int = 2  # 1: the report's title; 2: a section; 3: a subsection
+
+    def markdown(self) -> str:
+        return f"{'#' * self.level} {self.text}"
+
+    def html(self, _number: int) -> str:
+        return f"<h{self.level}>{_inline(self.text)}</h{self.level}>"
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+
+    def markdown(self) -> str:
+        return self.text
+
+    def html(self, _number: int) -> str:
+        return f"<p>{_inline(self.text)}</p>"
+
+
+@dataclass(frozen=True)
+class Items:
+    items: tuple[str, ...]
+
+    def markdown(self) -> str:
+        return "\n".join(f"- {item}" for item in self.items)
+
+    def html(self, _number: int) -> str:
+        return "<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in self.items) + "</ul>"
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A list under a bold label, ``**Warnings**``, or a label that says more: ``**Lost workers**: ...``."""
+
+    label: str
+    items: tuple[str, ...]
+    said: str = ""  # what follows the label on its line
+
+    @property
+    def lead(self) -> Paragraph:
+        return Paragraph(f"**{self.label}**" + (f": {self.said}" if self.said else ""))
+
+    def markdown(self) -> str:
+        return f"{self.lead.markdown()}\n\n{Items(self.items).markdown()}"
+
+    def html(self, number: int) -> str:
+        return self.lead.html(number) + Items(self.items).html(number)
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    cells: pd.DataFrame
+
+    def markdown(self) -> str:
+        return markdown_table(self.cells)
+
+    def html(self, _number: int) -> str:
+        return html_table(self.cells)
+
+
+@dataclass(frozen=True, eq=False)
+class Headline:
+    """A headline table: each cell but the first opens (a click, a hover) on the same cell of ``details``."""
+
+    cells: pd.DataFrame
+    details: pd.DataFrame
+
+    def markdown(self) -> str:
+        return markdown_table(self.cells)
+
+    def html(self, _number: int) -> str:
+        return html_table(self.cells, self.details, css_class="headline")
+
+
+@dataclass(frozen=True, eq=False)
+class Chart:
+    name: str  # its PNG's file name, beside the Markdown
+    spec: dict
+    png: bytes = field(repr=False)
+
+    def markdown(self) -> str:
+        return f"![{self.name}]({self.name})"
+
+    def html(self, number: int) -> str:
+        return _chart(f"chart-{number}", self.name, self.spec)
+
+
+Block = Heading | Paragraph | Items | Labelled | Table | Headline | Chart
+
+
+@dataclass
+class Findings:
+    """What a report says besides its header, the same parts for a run and for a comparison."""
+
+    legend: list[str]  # each setup's key and what it is
+    lines: pd.DataFrame  # the headline tables' lines (headline.headline)
+    keys: dict[str, str]  # setup label -> its key (A, B, ...)
+    long: pd.DataFrame  # every figure, long form (summary.summary / summary.comparison)
+    pictures: dict[str, tuple[dict, bytes]] = field(default_factory=dict)  # chart file -> (spec, png)
+    warnings: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # met reading the records and the run's files
+    capacity: list[str] = field(default_factory=list)  # a sentence per setup whose capacity search ran
+    lost: list[str] = field(default_factory=list)  # a sentence per lost worker
+    failed: list[str] = field(default_factory=list)  # a sentence per failed run
+    lost_master: list[Block] = field(default_factory=list)  # lost_master_blocks' (none when the master was not lost)
+    incomplete: list[str] = field(default_factory=list)  # what has no requests.csv (killed or still running)
+    stalls: list[Block] = field(default_factory=list)  # stall_blocks' (none without stall figures)
+    rates: list[Block] = field(default_factory=list)  # rate_blocks' (none without an open-loop run)
+    winners: list[str] = field(default_factory=list)  # the result in words (several setups)
+
 
 def header_items(facts: dict) -> list[str]:
     return [f"setup: {facts['setup'] or MISSING}", f"model: {facts['model'] or MISSING}",
             f"engine: {facts['engine'] or MISSING}", f"server: {facts['server'] or MISSING}",
             f"client hosts: {facts['client_hosts'] or MISSING}", f"when: {facts['when'] or MISSING}",
+            f"run mark: {facts.get('run_mark') or MISSING}",
             f"requests: {facts['requests_ok']} ok, {facts['requests_failed']} failed (warm-ups not counted)"]
 
 
-def headline_blocks(lines: pd.DataFrame, keys: dict[str, str]) -> list[tuple]:
+def headline_blocks(lines: pd.DataFrame, keys: dict[str, str]) -> list[Block]:
     blocks = []
     for table, title in headline.HEADLINE_TITLES.items():
         mine = lines[lines["table"] == table]
         if not mine.empty:
-            blocks += [("heading", title),
-                       ("headline", headline.cells(mine, keys), headline.cells(mine, keys, headline.detail_text))]
-    return [*blocks, ("text", HEADLINE_NOTE)] if blocks else []
+            blocks += [Heading(title),
+                       Headline(headline.cells(mine, keys), headline.cells(mine, keys, headline.detail_text))]
+    return [*blocks, Paragraph(HEADLINE_NOTE)] if blocks else []
 
 
-def table_blocks(long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[tuple]:
+def table_blocks(long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[Block]:
     blocks = []
     for table in dict.fromkeys(long["table"]):
-        blocks += [("subheading", f"{TABLE_TITLES.get(table, table)} (`{table}`)"),
-                   ("table", display(long[long["table"] == table], keys))]
+        blocks += [Heading(f"{TABLE_TITLES.get(table, table)} (`{table}`)", 3),
+                   Table(display(long[long["table"] == table], keys))]
     return blocks
 
 
@@ -65,95 +183,86 @@ def failure_sentence(failure: dict) -> str:
             "finished before it.")
 
 
-def warning_blocks(incomplete: list[str], warnings: list[str], problems: list[str],
-                   failed: list[str] = (), lost: list[str] = ()) -> list[tuple]:
-    blocks = [("text", sentence) for sentence in failed]
-    if incomplete:
-        blocks.append(("text", "**Incomplete run**: no requests.csv in " + ", ".join(incomplete) +
-                       " (killed or still running); the figures cover the requests that finished."))
-    if lost:
-        blocks += [("text", "**Lost workers**: the run went on without them"), ("list", list(lost))]
-    if warnings:
-        blocks += [("text", "**Warnings**"), ("list", warnings)]
-    if problems:
-        blocks += [("text", "**Problems reading the records**"), ("list", problems)]
+def lost_master_blocks(statement: lost_master.Statement | None) -> list[Block]:
+    """A run whose master was lost: what the report is made of and what it cannot know, then what its records
+    still say."""
+    if statement is None:
+        return []
+    return [Labelled(lost_master.LABEL, statement.unknown, statement.said),
+            Labelled(lost_master.KNOWN_LABEL, statement.known)]
+
+
+def warning_blocks(findings: Findings) -> list[Block]:
+    blocks: list[Block] = [Paragraph(sentence) for sentence in findings.failed] + findings.lost_master
+    if findings.incomplete:
+        blocks.append(Paragraph("**Incomplete run**: no requests.csv in " + ", ".join(findings.incomplete) +
+                                " (killed or still running); the figures cover the requests that finished."))
+    for label, items, said in (("Lost workers", findings.lost, "the run went on without them"),
+                               ("Warnings", findings.warnings, ""),
+                               ("Problems reading the records", findings.problems, "")):
+        if items:
+            blocks.append(Labelled(label, tuple(items), said))
     return blocks
 
 
-def capacity_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[tuple]:
+def capacity_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[Block]:
     """The capacity search's result, one sentence per setup that ran one, and the figures of its steps."""
     if not sentences:
         return []
-    steps = long[long["table"] == "capacity"]
-    return [("heading", "Capacity"), ("list", sentences), ("table", display(steps, keys))]
+    return [Heading("Capacity"), Items(tuple(sentences)), Table(display(long[long["table"] == "capacity"], keys))]
 
 
-def stall_blocks(sentence: str, longest: pd.DataFrame) -> list[tuple]:
+RATE_METRICS = ["offered_rps", "due_rps", "achieved_rps", "output_tps", "ttft_due_p50_s", "ttft_due_p95_s", "itl_p50_s",
+                "itl_p95_s", "e2e_due_p95_s", "send_lag_p99_s", "goodput_share", "saturated"]
+
+
+def rate_blocks(sentences: list[str], long: pd.DataFrame, keys: dict[str, str] | None = None) -> list[Block]:
+    """The open loop's result in sentences (the highest rate that met the SLO last) and its rates' main figures."""
+    if not sentences:
+        return []
+    windows = long[(long["table"] == "rates") & long["metric"].isin(RATE_METRICS)]
+    return [Heading("Open loop: rates"), Items(tuple(sentences)),
+            *([Table(display(windows, keys))] if len(windows) else [])]
+
+
+def stall_blocks(sentence: str, longest: pd.DataFrame) -> list[Block]:
     """The longest stalls of the answers' streams and what was being read when they happened."""
     if not sentence:
         return []
-    return [("heading", "Stalls: why did an answer pause?"), ("text", sentence),
-            *([("table", longest)] if len(longest) else [])]
+    return [Heading("Stalls: why did an answer pause?"), Paragraph(sentence),
+            *([Table(longest)] if len(longest) else [])]
 
 
-def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[tuple]:
+def chart_blocks(pictures: dict[str, tuple[dict, bytes]]) -> list[Block]:
     if not pictures:
         return []
-    return [("heading", "Charts"), *[("chart", name, spec, png) for name, (spec, png) in pictures.items()]]
+    return [Heading("Charts"), *[Chart(name, spec, png) for name, (spec, png) in pictures.items()]]
 
 
-def summary_blocks(facts: dict, legend: list[str], lines: pd.DataFrame, keys: dict[str, str],
-                   warnings: list[str], problems: list[str], long: pd.DataFrame,
-                   pictures: dict[str, tuple[dict, bytes]], capacity: list[str] = (),
-                   failure: dict | None = None, lost: list[str] = (), stalls: list[tuple] = ()) -> list[tuple]:
-    """``stalls``: stall_blocks' blocks (none when the records have no stall figures)."""
-    incomplete = [] if facts["complete"] else ["this directory"]
-    failed = [failure_sentence(failure)] if failure else []
-    return [("title", f"llm-bench summary: {facts['setup'] or 'run'}"), ("list", legend),
-            *headline_blocks(lines, keys), *capacity_blocks(list(capacity), long), *stalls,
-            *warning_blocks(incomplete, warnings, problems, failed, lost),
-            *chart_blocks(pictures), ("heading", "Details"), ("subheading", "The run"),
-            ("list", header_items(facts)), *table_blocks(long)]
+def summary_blocks(facts: dict, findings: Findings) -> list[Block]:
+    """A run's summary: one setup, its header under Details."""
+    return [Heading(f"llm-bench summary: {facts['setup'] or 'run'}", 1), Items(tuple(findings.legend)),
+            *headline_blocks(findings.lines, findings.keys), *capacity_blocks(findings.capacity, findings.long),
+            *findings.rates, *findings.stalls, *warning_blocks(findings), *chart_blocks(findings.pictures),
+            Heading("Details"), Heading("The run", 3), Items(tuple(header_items(facts))), *table_blocks(findings.long)]
 
 
-def compare_blocks(facts_by_setup: dict[str, dict], legend: list[str], lines: pd.DataFrame,
-                   keys: dict[str, str], winners: list[str], warnings: list[str], problems: list[str],
-                   long: pd.DataFrame, pictures: dict[str, tuple[dict, bytes]],
-                   capacity: list[str] = (), failures: dict[str, dict] | None = None,
-                   lost: list[str] = ()) -> list[tuple]:
-    """``failures``: a setup's failed run (its failure.json), by label."""
-    incomplete = [label for label, facts in facts_by_setup.items() if not facts["complete"]]
-    failed = [f"{keys[label]} ({label}): {failure_sentence(failure)}" for label, failure in (failures or {}).items()]
-    blocks = [("title", "llm-bench compare: " + " vs ".join(keys.values())), ("list", legend),
-              *headline_blocks(lines, keys)]
-    if winners:
-        blocks += [("heading", "The result, in words"), ("text", WINNERS_NOTE), ("list", winners)]
-    blocks += [*capacity_blocks(list(capacity), long, keys),
-               *warning_blocks(incomplete, warnings, problems, failed, lost),
-               *chart_blocks(pictures), ("heading", "Details")]
+def compare_blocks(facts_by_setup: dict[str, dict], findings: Findings) -> list[Block]:
+    """Several setups side by side, each table's lines keyed by setup, each setup's header under Details."""
+    keys = findings.keys
+    blocks = [Heading("llm-bench compare: " + " vs ".join(keys.values()), 1), Items(tuple(findings.legend)),
+              *headline_blocks(findings.lines, keys)]
+    if findings.winners:
+        blocks += [Heading("The result, in words"), Paragraph(WINNERS_NOTE), Items(tuple(findings.winners))]
+    blocks += [*capacity_blocks(findings.capacity, findings.long, keys), *findings.rates, *warning_blocks(findings),
+               *chart_blocks(findings.pictures), Heading("Details")]
     for label, facts in facts_by_setup.items():
-        blocks += [("subheading", f"{keys[label]}: {label}"), ("list", header_items(facts))]
-    return [*blocks, *table_blocks(long, keys)]
+        blocks += [Heading(f"{keys[label]}: {label}", 3), Items(tuple(header_items(facts)))]
+    return [*blocks, *table_blocks(findings.long, keys)]
 
 
-def markdown(blocks: list[tuple]) -> str:
-    parts = []
-    for kind, *content in blocks:
-        if kind == "title":
-            parts.append(f"# {content[0]}")
-        elif kind == "heading":
-            parts.append(f"## {content[0]}")
-        elif kind == "subheading":
-            parts.append(f"### {content[0]}")
-        elif kind == "text":
-            parts.append(content[0])
-        elif kind == "list":
-            parts.append("\n".join(f"- {item}" for item in content[0]))
-        elif kind in ("table", "headline"):
-            parts.append(markdown_table(content[0]))
-        elif kind == "chart":
-            parts.append(f"![{content[0]}]({content[0]})")
-    return "\n\n".join(parts) + "\n"
+def markdown(blocks: list[Block]) -> str:
+    return "\n\n".join(block.markdown() for block in blocks) + "\n"
 
 
 def markdown_table(cells: pd.DataFrame) -> str:
@@ -164,30 +273,14 @@ def markdown_table(cells: pd.DataFrame) -> str:
                       *(line(row) for row in cells.itertuples(index=False))])
 
 
-def to_html(blocks: list[tuple], title: str, script: str | None = None) -> str:
+def to_html(blocks: list[Block], title: str, script: str | None = None) -> str:
     """One file, nothing fetched: the charts' script (``script``, else ``charts.embed_script()``) is
     inlined once, each chart's data in its spec."""
-    body, has_chart = [], any(kind == "chart" for kind, *_ in blocks)
-    for number, (kind, *content) in enumerate(blocks):
-        if kind == "title":
-            body.append(f"<h1>{html.escape(content[0])}</h1>")
-        elif kind == "heading":
-            body.append(f"<h2>{_inline(content[0])}</h2>")
-        elif kind == "subheading":
-            body.append(f"<h3>{_inline(content[0])}</h3>")
-        elif kind == "text":
-            body.append(f"<p>{_inline(content[0])}</p>")
-        elif kind == "list":
-            body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in content[0]) + "</ul>")
-        elif kind == "table":
-            body.append(html_table(content[0]))
-        elif kind == "headline":
-            body.append(html_table(content[0], content[1], css_class="headline"))
-        elif kind == "chart":
-            body.append(_chart(f"chart-{number}", content[0], content[1]))
+    body = "\n".join(block.html(number) for number, block in enumerate(blocks))
+    has_chart = any(isinstance(block, Chart) for block in blocks)
     script = f"<script>{script or charts.embed_script()}</script>" if has_chart else ""
     return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style>{script}</head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<style>{_STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n")
 
 
 def html_table(cells: pd.DataFrame, details: pd.DataFrame | None = None, css_class: str = "") -> str:

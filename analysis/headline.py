@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.cells import MISSING
 from analysis.spread import CI_COLUMNS, NAN, NO_INTERVAL
+from bench_tasks.formatting import MISSING, brief, ci, interval, percent
 
 HEADLINE_TITLES = {"one_at_a_time": "One person at a time", "at_once": "N at once", "needles": "Needles"}
 TEST_COLUMNS = ["table", "test", "source", "row", "metric", "second", "words", "second_words"]
@@ -98,31 +98,19 @@ def headline(long: pd.DataFrame, setups: list[str]) -> pd.DataFrame:
     return pd.DataFrame(lines, columns=HEADLINE_COLUMNS)
 
 
-def value_text(value: float, metric: str) -> str:
-    """A headline number: tok/s whole from 100 up, seconds to about three significant digits."""
-    if pd.isna(value):
-        return MISSING
-    if metric.endswith("_tps"):
-        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
-    if metric.endswith("_s"):
-        digits = 1 if abs(value) >= 10 else 2 if abs(value) >= 1 else 3 if abs(value) >= 0.01 else 4
-        return f"{value:.{digits}f}"
-    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
-
-
 def _range(low: float, high: float, metric: str) -> str:
-    return f"{value_text(low, metric)}–{value_text(high, metric)}"
+    return interval(low, high, lambda end: brief(end, metric))
 
 
 def cell_text(line: dict) -> str:
     """What the cell shows: the median (and the bracketed figure's), found / total, or the answer time range."""
     if line["metric"] == "found":
-        return f"{value_text(line['median'], 'found')}/{line['n']}" if line["n"] else MISSING
+        return f"{brief(line['median'], 'found')}/{line['n']}" if line["n"] else MISSING
     if line["metric"] == "e2e_s":
         return _range(line["min"], line["max"], "e2e_s") if line["n"] else MISSING
-    text = value_text(line["median"], line["metric"])
+    text = brief(line["median"], line["metric"])
     if line["second"] and text != MISSING:
-        text += f" ({value_text(line['second_median'], line['second'])})"
+        text += f" ({brief(line['second_median'], line['second'])})"
     return text
 
 
@@ -131,10 +119,8 @@ def interval_text(line: dict, metric: str, prefix: str = "") -> str:
     level = line[f"{prefix}ci_level"]
     if pd.isna(level):
         return ""
-    if metric.endswith("_share") or metric == "found":
-        low, high = (f"{line[f'{prefix}ci_{end}'] * 100:.0f}%" for end in ("low", "high"))
-        return f"{level:.0%} CI {low}–{high}"
-    return f"{level:.0%} CI {_range(line[f'{prefix}ci_low'], line[f'{prefix}ci_high'], metric)}"
+    write = percent if metric.endswith("_share") or metric == "found" else (lambda end: brief(end, metric))
+    return ci(level, line[f"{prefix}ci_low"], line[f"{prefix}ci_high"], write)
 
 
 def detail_text(line: dict) -> str:
@@ -144,12 +130,12 @@ def detail_text(line: dict) -> str:
         return "no value"
     if line["metric"] == "found":
         share = interval_text(line, "found")
-        return (f"found in {value_text(line['median'], 'found')} of {line['n']} answered requests"
+        return (f"found in {brief(line['median'], 'found')} of {line['n']} answered requests"
                 + (f"; the share found: {share} ({line['ci_method']})" if share else ""))
     interval = interval_text(line, line["metric"])
     how = f"{interval} ({_method(line)})" if interval else "one value, no interval"
     if line["metric"] == "e2e_s":
-        return f"median {value_text(line['median'], 'e2e_s')}, {how}, {line['n']} answers"
+        return f"median {brief(line['median'], 'e2e_s')}, {how}, {line['n']} answers"
     text = f"{how}; range {_range(line['min'], line['max'], line['metric'])}, n={line['n']}"
     if line["second"] and pd.notna(line["second_median"]):
         second = interval_text(line, line["second"], "second_")

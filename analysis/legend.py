@@ -12,7 +12,7 @@ from pathlib import PurePath
 
 import pandas as pd
 
-from bench_tasks.figures import MISSING
+from bench_tasks.formatting import MISSING
 
 LEGEND_COLUMNS = ["key", "setup", "engine", "model", "server"]
 

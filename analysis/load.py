@@ -13,8 +13,8 @@ problems returned alongside the records.
 from __future__ import annotations
 
 import csv
-import io
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +26,15 @@ from bench_tasks.record import COLUMNS, FIELD_TYPES
 from bench_tasks import run_failure
 from bench_tasks import slo as slos
 from bench_tasks.metrics import GAUGE_KEYS
-from bench_tasks.records_file import (CAPACITY_JSONL, ENGINE_SERIES_JSONL, LOST_WORKERS_JSONL, METRICS_JSONL,
-                                      RECORDS_JSONL, REQUESTS_CSV, WORKER_JSONL_GLOB)
+from bench_tasks.records_file import (CAPACITY_JSONL, ENGINE_SERIES_JSONL, LOST_WORKERS_JSONL, MASTER_FILES,
+                                      METRICS_JSONL, PROGRESS_JSONL, RECORDS_JSONL, REQUESTS_CSV, SETTINGS_JSON,
+                                      SWEEP_JSONL, WORKER_JSONL_GLOB)
 
-SETTINGS_JSON = "settings.json"
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 _SHOWN_LINES = 5  # a problem names at most this many lines
 CHUNK_ROWS = 20_000  # rows read and typed at a time
-CSV_BLOCK_BYTES = 8 << 20  # bytes of requests.csv parsed at a time
+CSV_BLOCK_BYTES = 8 << 20  # bytes of requests.csv read at a time to count its commas
 
 
 class RunDirError(Exception):
@@ -45,33 +45,63 @@ def load_run(directory: str | Path) -> tuple[pd.DataFrame, dict]:
     """Records of one run directory and facts about them.
 
     info: ``source`` (file names read), ``complete`` (False when there is no requests.csv: a
-    killed or still running run), ``bad_lines`` (rows that could not be read) and ``problems``
-    (one sentence each).
+    killed or still running run), ``bad_lines`` (rows that could not be read), ``problems`` (one
+    sentence each), ``files`` (each file read: the rows read from it), ``from_master`` (rows of
+    ``requests.csv`` or the master's ``records.jsonl``; None without either) and ``only_in_workers``
+    (records found only in the workers' own files; None when none was read).
+
+    Without requests.csv, the master's (or a local run's) ``records.jsonl`` and the workers' own
+    ``worker-*.jsonl`` are read together: a record in several of them (a master's record and its
+    worker's copy, or two copies of one worker's file) is kept once.
     """
     directory = Path(directory)
     csv_path = directory / REQUESTS_CSV
     reading = _Reading()
     if csv_path.exists():
         try:
-            _read_plain_csv(csv_path, reading)
-        except _NotPlain:
+            _read_sound_csv(csv_path, reading)
+        except _Damaged:
             reading = _Reading()
             _read_csv(csv_path, reading)
-        source, complete = REQUESTS_CSV, True
-    else:
-        paths = [directory / RECORDS_JSONL] if (directory / RECORDS_JSONL).exists() else \
-            sorted(directory.glob(WORKER_JSONL_GLOB))
-        if not paths:
-            raise RunDirError(f"{directory} holds no requests.csv or records: is it an llm-bench output directory?")
-        for path in paths:
-            _read_jsonl(path, reading)
-        source, complete = ", ".join(p.name for p in paths), False
+        frame, problems = reading.result()
+        return frame, {"source": REQUESTS_CSV, "complete": True, "bad_lines": reading.bad_lines,
+                       "problems": problems, "files": {REQUESTS_CSV: len(frame)}, "from_master": len(frame),
+                       "only_in_workers": None}
+    master = [directory / RECORDS_JSONL] if (directory / RECORDS_JSONL).exists() else []
+    workers = sorted(directory.glob(WORKER_JSONL_GLOB))
+    if not master and not workers:
+        raise RunDirError(f"{directory} holds no requests.csv or records: is it an llm-bench output directory?")
+    rows = []
+    for path in master + workers:
+        before = reading.rows()
+        _read_jsonl(path, reading)
+        rows.append(reading.rows() - before)
     frame, problems = reading.result()
-    return frame, {"source": source, "complete": complete, "bad_lines": reading.bad_lines, "problems": problems}
+    part = np.repeat(np.arange(len(rows)), rows)
+    in_workers = part >= len(master)
+    kept = np.ones(len(frame), dtype=bool)
+    kept[in_workers] = _once(frame[in_workers], part[in_workers])
+    repeated = int((~kept).sum())
+    if repeated:
+        problems.append(f"{repeated} record(s) found in more than one worker's file; each kept once")
+    kept_in_workers = int(kept[in_workers].sum())
+    if master:  # the master's records are copies of the workers': where both are here, one is kept
+        kept[kept] = _once(frame[kept], in_workers[kept].astype(int))
+    only_in_workers = kept_in_workers - (len(frame) - repeated - int(kept.sum()))
+    info = {"source": ", ".join(p.name for p in master + workers), "complete": False, "bad_lines": reading.bad_lines,
+            "problems": problems, "files": {p.name: n for p, n in zip(master + workers, rows)},
+            "from_master": rows[0] if master else None, "only_in_workers": only_in_workers if workers else None}
+    return frame[kept].reset_index(drop=True), info
 
 
 def load_runs(directories, labels=None) -> tuple[pd.DataFrame, list[str]]:
-    """Records of several directories in one frame, and the problems met reading them.
+    """Records of several directories in one frame, and the problems met reading them (``merge_runs``)."""
+    return merge_runs([(directory, *load_run(directory)) for directory in directories], labels)
+
+
+def merge_runs(runs, labels=None) -> tuple[pd.DataFrame, list[str]]:
+    """Several runs' records (each: its directory, and its records and info as ``load_run`` gives them) in
+    one frame, and the problems met reading them.
 
     Each row's ``setup`` is its own ``setup`` cell when set, else the label given for its
     directory, else the directory's name. Directories that end up with the same label are one
@@ -80,15 +110,18 @@ def load_runs(directories, labels=None) -> tuple[pd.DataFrame, list[str]]:
     Rows found twice (a master's records and a worker's copy) are kept once, and said so.
     """
     frames, problems = [], []
-    for i, directory in enumerate(directories):
-        frame, info = load_run(directory)
+    for i, (directory, frame, info) in enumerate(runs):
         label = _label(directory, labels[i] if labels and i < len(labels) else None)
         problems += [f"{directory}: {p}" for p in info["problems"]]
         frames.append(frame.assign(setup=frame["setup"].where(frame["setup"] != "", label),
                                    run_dir=str(directory), run_complete=info["complete"]))
     if not frames:
         return typed(pd.DataFrame(columns=list(COLUMNS))).assign(run_dir="", run_complete=True), problems
-    merged = _without_duplicates(pd.concat(frames, ignore_index=True), problems)
+    merged = pd.concat(frames, ignore_index=True)
+    kept = _once(merged, np.repeat(np.arange(len(frames)), [len(frame) for frame in frames]))
+    if not kept.all():
+        problems.append(f"{int((~kept).sum())} record(s) found in more than one directory; each kept once")
+    merged = merged[kept].reset_index(drop=True)
     return merged, problems + _shared_hosts(merged)
 
 
@@ -170,6 +203,29 @@ def load_lost_workers(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows, columns=LOST_COLUMNS), problems
 
 
+def master_files(directory: str | Path) -> frozenset[str]:
+    """Which of the files only the master (or a local run) writes are in ``directory`` (MASTER_FILES)."""
+    return frozenset(name for name in MASTER_FILES if (Path(directory) / name).is_file())
+
+
+def load_progress(directory: str | Path) -> dict | None:
+    """``DIR/progress.jsonl``'s plan: ``phases`` (each planned phase and the measured records it will write)
+    and ``opened`` (the phases that began); None without the file."""
+    path = Path(directory) / PROGRESS_JSONL
+    if not path.exists():
+        return None
+    plan = {"phases": [], "opened": []}
+    for line in path.read_bytes().splitlines():
+        event = _json_object(line) if line.strip() else None
+        kind = event.get("event") if event else None
+        if kind == "suite" and isinstance(event.get("phases"), list):
+            plan["phases"] = [(str(p.get("phase")), int(p.get("expected_records") or 0))
+                              for p in event["phases"] if isinstance(p, dict)]
+        elif kind == "phase":
+            plan["opened"].append(str(event.get("phase")))
+    return plan
+
+
 def load_settings(directory: str | Path) -> dict:
     """``DIR/settings.json`` (what was run, against which host, when), or {} when absent."""
     try:
@@ -179,19 +235,34 @@ def load_settings(directory: str | Path) -> dict:
 
 
 def load_slo(directory: str | Path) -> tuple[slos.Slo | None, list[str]]:
-    """The SLO a capacity search judged its steps by (``DIR/capacity.jsonl``), or None when the
-    directory holds no search; problems met reading it."""
-    path = Path(directory) / CAPACITY_JSONL
-    if not path.exists():
-        return None, []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-            if event.get("event") == "search":
-                return slos.parse(event["slo"]), []
-        except (ValueError, KeyError, AttributeError) as exc:
-            return None, [f"{CAPACITY_JSONL}: its SLO cannot be read ({exc}); the capacity tables are left out"]
-    return None, [f"{CAPACITY_JSONL}: no search line; the capacity tables are left out"]
+    """The SLO a capacity search judged its steps by (``DIR/capacity.jsonl``) or a sweep its rates
+    (``DIR/sweep.jsonl``, an SLO of ``null`` when it was given none), or None when the directory holds
+    neither; problems met reading it."""
+    for name, first in ((CAPACITY_JSONL, "search"), (SWEEP_JSONL, "sweep")):
+        path = Path(directory) / name
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                event = json.loads(line)
+                if event.get("event") == first:
+                    return (slos.parse(event["slo"]) if event["slo"] else None), []
+            except (ValueError, KeyError, AttributeError) as exc:
+                return None, [f"{name}: its SLO cannot be read ({exc}); the tables judged by it are left out"]
+        return None, [f"{name}: no {first} line; the tables judged by its SLO are left out"]
+    return None, []
+
+
+def load_overdue(directory: str | Path) -> dict[str, int]:
+    """Each judged window's overdue answers, by phase: the search's own count (``step`` lines of
+    ``DIR/capacity.jsonl``), which the records cannot tell. A window missing here (no search, or a search
+    from before the count) has it missing, never 0."""
+    path, overdue = Path(directory) / CAPACITY_JSONL, {}
+    for line in path.read_bytes().splitlines() if path.exists() else ():
+        event = _json_object(line) if line.strip() else None
+        if event and event.get("event") == "step" and isinstance(event.get("overdue"), int):
+            overdue[str(event.get("phase"))] = event["overdue"]
+    return overdue
 
 
 def typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -223,19 +294,27 @@ class _Reading:
         self.header: list[str] | None = None  # a CSV's header: its missing columns are a problem
         self.bad_values: dict[str, list] = {}  # column -> [count, the first _SHOWN_LINES places]
 
+    def rows(self) -> int:
+        """Rows kept so far."""
+        return sum(len(frame) for frame in self.frames)
+
     def bad_line(self, problem: str) -> None:
         self.read_problems.append(problem)
         self.bad_lines += 1
 
     def add(self, raw: pd.DataFrame, source: str, lines: list[int]) -> None:
         """One chunk: its cells as read, the file they came from and each row's line number."""
-        self.columns.update(dict.fromkeys(raw.columns))
         frame, bad = _typed_chunk(raw)
         for column, mask in bad.items():
             tally = self.bad_values.setdefault(column, [0, []])
             where = np.flatnonzero(mask.to_numpy())
             tally[0] += len(where)
             tally[1] += [f"{source} line {lines[i]}" for i in where[:_SHOWN_LINES - len(tally[1])]]
+        self.keep(raw.columns, frame)
+
+    def keep(self, columns, frame: pd.DataFrame) -> None:
+        """A chunk typed, every value of it fitting its column."""
+        self.columns.update(dict.fromkeys(columns))
         self.frames.append(frame)
 
     def result(self) -> tuple[pd.DataFrame, list[str]]:
@@ -341,101 +420,50 @@ def _fits(cell: str, kind: str) -> bool:
     return "float" in kind or number.is_integer()
 
 
-class _NotPlain(Exception):
-    """The file is not as csv.writer writes it: read it with the csv module instead."""
+class _Damaged(Exception):
+    """The file is not as csv.writer writes it (a row of the wrong width, a value not of its type, a quote
+    never closed): the csv module reads it instead, naming the lines of what is wrong."""
 
 
-def _read_plain_csv(path: Path, reading: _Reading) -> None:
-    """A CSV as csv.writer writes it, read by pandas' C parser a block of whole records at a time.
+def _read_sound_csv(path: Path, reading: _Reading) -> None:
+    """A CSV as csv.writer writes it, read by pandas' C parser CHUNK_ROWS rows at a time.
 
-    Which rows are records, how many cells each has and on which line it ends are found first, on the
-    bytes (``_records``), so that a row with the wrong number of cells is named and skipped exactly as
-    the csv module would (the C parser would pad a short row). Anything unusual (a quote inside a cell
-    that does not open it, a lone carriage return, a header with quotes or repeated names) raises
-    _NotPlain: the csv module then reads the file."""
+    The C parser skips a row with too many cells (it warns) and pads one with too few, and cannot say
+    on which line a value that does not fit its type stands: any of those raises _Damaged. A short row
+    is seen by its commas: a file whose every record has the header's width holds the header's commas
+    once per record, and those inside its cells; fewer means a row was cut short."""
     with open(path, "rb") as f:
         first = f.readline()
-        header = first.rstrip(b"\r\n").decode("utf-8").split(",")
-        if b'"' in first or first.startswith(b"\xef\xbb\xbf") or len(set(header)) < len(header) or header == [""]:
-            raise _NotPlain
-        reading.header = header
-        types = {name: object for name in header  # text as text; numbers are parsed by the C parser
-                 if name not in COLUMNS or "str" in FIELD_TYPES[name] or "bool" in FIELD_TYPES[name]}
-        lines_before, rest = 1, b""
-        while True:
-            block = f.read(CSV_BLOCK_BYTES)
-            data = rest + block
-            if not data:
-                break
-            starts, ends, cells, lines, cut = _records(data, lines_before, last=not block)
-            rest, lines_before = data[cut:], lines_before + data.count(b"\n", 0, cut)
-            blank = _blank(data, starts, ends)
-            for i in np.flatnonzero(~blank & (cells != len(header))):
-                reading.bad_line(f"{path.name} line {lines[i]}: {cells[i]} cells where the header has {len(header)}; "
-                                 "row skipped")
-            keep = ~blank & (cells == len(header))
-            if keep.any():
-                payload = b"".join(data[a:b + 1] for a, b in zip(starts[keep], ends[keep])) if not keep.all() \
-                    else data[:cut]
-                raw = pd.read_csv(io.BytesIO(payload), header=None, names=header, dtype=types, engine="c",
-                                  keep_default_na=False, na_values=[""], low_memory=False, skip_blank_lines=False)
-                reading.add(raw, path.name, lines[keep].tolist())
-            if not block:
-                break
+    header = first.decode("utf-8").rstrip("\r\n").split(",")
+    if b'"' in first or first.startswith(b"\xef\xbb\xbf") or len(set(header)) < len(header) or header == [""]:
+        raise _Damaged  # a header csv.writer does not write: read as the csv module reads it
+    reading.header = header
+    types = {name: object for name in header  # text as text; numbers are parsed by the C parser
+             if name not in COLUMNS or "str" in FIELD_TYPES[name] or "bool" in FIELD_TYPES[name]}
+    rows, commas_in_cells = 0, 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)  # a row with too many cells
+            for raw in pd.read_csv(path, dtype=types, engine="c", keep_default_na=False, na_values=[""],
+                                   on_bad_lines="warn", chunksize=CHUNK_ROWS, encoding="utf-8"):
+                frame, bad = _typed_chunk(raw)
+                if bad:  # the csv module names its lines
+                    raise _Damaged
+                reading.keep(raw.columns, frame)
+                text = [raw[column].dropna() for column in raw if not pd.api.types.is_numeric_dtype(raw[column])]
+                commas_in_cells += sum("\x00".join(cells).count(",") for cells in text)
+                rows += len(raw)
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, TypeError) as exc:
+        raise _Damaged from exc
+    if _count(path, b",") != (len(header) - 1) * (1 + rows) + commas_in_cells:
+        raise _Damaged
     if not reading.frames:
         reading.add(pd.DataFrame({name: pd.Series([], dtype=object) for name in header}), path.name, [])
 
 
-def _records(data: bytes, lines_before: int, last: bool) -> tuple[np.ndarray, ...]:
-    """The whole records in ``data``: where each starts and ends (the index of its newline, or the end
-    of the data for a last line without one), its number of cells, the line it ends on, and where the
-    records end (the rest belongs to the next block). Quoted cells may hold commas and newlines."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    quotes = raw == ord('"')
-    inside = np.logical_xor.accumulate(quotes) if quotes.any() else np.zeros(len(raw), dtype=bool)
-    if quotes.any():
-        _check_quotes(raw, quotes, inside)
-    returns = np.flatnonzero(raw == ord("\r"))
-    lone = returns[~inside[returns]]
-    if len(lone) and ((lone + 1 >= len(raw)) | (raw[np.minimum(lone + 1, len(raw) - 1)] != ord("\n"))).any():
-        raise _NotPlain
-    newlines = np.flatnonzero(raw == ord("\n"))
-    outside = ~inside[newlines]
-    ends, end_lines = newlines[outside], lines_before + np.flatnonzero(outside) + 1
-    if last and (len(ends) == 0 or ends[-1] != len(raw) - 1) and len(raw):
-        if inside[-1]:
-            raise _NotPlain  # a quoted cell never closed
-        ends, end_lines = np.append(ends, len(raw)), np.append(end_lines, lines_before + len(newlines) + 1)
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if len(ends) else ends
-    commas = np.flatnonzero(raw == ord(","))
-    commas = commas[~inside[commas]]
-    cells = np.diff(np.searchsorted(commas, np.concatenate([[-1], ends])), prepend=0)[1:] + 1
-    cut = int(ends[-1]) + 1 if len(ends) else 0
-    return starts, ends, cells, end_lines, min(cut, len(raw))
-
-
-def _check_quotes(raw: np.ndarray, quotes: np.ndarray, inside: np.ndarray) -> None:
-    """A quote opens a cell (after a comma or a newline, or right after a closing quote: an escaped
-    quote) or closes it (before a comma, a line's end or another quote); any other is read as text
-    by the csv module and would be read otherwise here."""
-    where = np.flatnonzero(quotes)
-    before = np.where(where > 0, raw[np.maximum(where - 1, 0)], ord("\n"))
-    after = np.where(where < len(raw) - 1, raw[np.minimum(where + 1, len(raw) - 1)], ord("\n"))
-    opening = inside[where]
-    opens_well = np.isin(before, [ord(","), ord("\n"), ord('"')])
-    closes_well = np.isin(after, [ord(","), ord("\n"), ord("\r"), ord('"')])
-    if not (np.where(opening, opens_well, closes_well)).all():
-        raise _NotPlain
-
-
-def _blank(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Records with nothing in them (an empty line, or one holding only a carriage return): not rows."""
-    length = ends - starts
-    blank = length == 0
-    one = np.flatnonzero(length == 1)
-    if len(one):
-        blank[one] = np.frombuffer(data, dtype=np.uint8)[starts[one]] == ord("\r")
-    return blank
+def _count(path: Path, byte: bytes) -> int:
+    with open(path, "rb") as f:
+        return sum(block.count(byte) for block in iter(lambda: f.read(CSV_BLOCK_BYTES), b""))
 
 
 def _read_csv(path: Path, reading: _Reading) -> None:
@@ -524,11 +552,17 @@ def _label(directory, given: str | None) -> str:
     return given or Path(directory).name or Path(directory).resolve().name
 
 
-def _without_duplicates(merged: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
-    twice = merged.duplicated(subset=list(COLUMNS))
-    if twice.any():
-        problems.append(f"{int(twice.sum())} record(s) found in more than one directory; each kept once")
-    return merged[~twice].reset_index(drop=True)
+def _once(frame: pd.DataFrame, part: np.ndarray) -> np.ndarray:
+    """Which rows to keep when ``frame`` holds parts (files, directories) that may hold copies of one
+    another's records: a record found in several parts is kept once, while identical rows within one part
+    are each kept (a part holds each of its records once, so there they are distinct records). A row's
+    content is hashed only to number its copies within its part; rows are compared on every column."""
+    if frame.empty or (part == part[0]).all():  # one part: nothing in it is another's copy
+        return np.ones(len(frame), dtype=bool)
+    columns = frame[list(COLUMNS)]
+    content = pd.util.hash_pandas_object(columns, index=False).to_numpy()
+    nth = pd.Series(content).groupby([content, part]).cumcount().to_numpy()
+    return ~columns.assign(_nth=nth).duplicated().to_numpy()
 
 
 def _shared_hosts(merged: pd.DataFrame) -> list[str]:

@@ -14,7 +14,7 @@ import time
 
 import pandas as pd
 
-from bench_tasks.figures import MISSING
+from bench_tasks.formatting import MISSING
 
 LOSS_COLUMNS = ["worker", "client", "client_host", "lost_at", "phase", "records_received", "records_finished", "closed",
                 "carried_by"]

@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis.records import as_rows, measured
 from bench_tasks import figures
+from bench_tasks.formatting import shown
 
 OVERVIEW_COLUMNS = ["phase", *figures.FIGURES]
 SHOWN = [("phase", "phase", 16, None), ("requests", "requests", 9, None), ("errors", "errors", 7, None),
@@ -22,7 +23,7 @@ def overview(records: pd.DataFrame) -> pd.DataFrame:
     phases: dict[str, figures.Phase] = {}
     for row in as_rows(measured(records), ["phase", *figures.READS]):
         phases.setdefault(row["phase"], figures.Phase()).add(row)
-    return pd.DataFrame([{"phase": phase, **shown.figures()} for phase, shown in phases.items()],
+    return pd.DataFrame([{"phase": phase, **found.figures()} for phase, found in phases.items()],
                         columns=OVERVIEW_COLUMNS)
 
 
@@ -32,6 +33,6 @@ def format_overview(table: pd.DataFrame) -> str:
 
     lines = ["".join(cell(header, column, width) for header, column, width, _digits in SHOWN)]
     for row in table.to_dict("records"):
-        lines.append("".join(cell(str(row[column]) if digits is None else figures.shown(row[column], digits), column,
+        lines.append("".join(cell(str(row[column]) if digits is None else shown(row[column], digits), column,
                                   width) for _header, column, width, digits in SHOWN))
     return "\n".join(lines)

@@ -6,9 +6,9 @@ counted, never measured.
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
+
+from bench_tasks.record import flag_set
 
 SCENARIO_ORDER = ("chat", "prompt", "agent", "burst", "needle")  # the suite's own order
 
@@ -18,12 +18,17 @@ def measured(records: pd.DataFrame) -> pd.DataFrame:
     return records[records["scenario"] != "warmup"]
 
 
+def ok_mask(records: pd.DataFrame) -> pd.Series:
+    """Whether each request succeeded: ``ok`` true (false, or missing: not known to have, counts as failed)."""
+    return records["ok"].fillna(False).astype(bool)
+
+
 def succeeded(records: pd.DataFrame) -> pd.DataFrame:
-    return records[records["ok"].fillna(False).astype(bool)]
+    return records[ok_mask(records)]
 
 
 def failed(records: pd.DataFrame) -> pd.DataFrame:
-    return records[~records["ok"].fillna(False).astype(bool)]
+    return records[~ok_mask(records)]
 
 
 def of_scenario(records: pd.DataFrame, scenario: str) -> pd.DataFrame:
@@ -31,18 +36,15 @@ def of_scenario(records: pd.DataFrame, scenario: str) -> pd.DataFrame:
 
 
 def has_flag(records: pd.DataFrame, flag: str) -> pd.Series:
-    """Flags are ';'-joined in one cell; a flag is present when it is one of the parts."""
-    flags = records["flags"].fillna("").astype(str)
-    present = pd.Series(False, index=records.index)
-    flagged = flags != ""  # most records carry none: only those that do are searched
-    present[flagged] = flags[flagged].str.contains(f"(?:^|;){re.escape(flag)}(?:;|$)", regex=True)
-    return present
+    """Whether each record carries ``flag`` (``record.flag_set``: the one reader of the cell). A run's
+    records carry few distinct cells: each is read once."""
+    cells = records["flags"].fillna("")
+    carries = {cell: flag in flag_set(cell) for cell in cells.unique()}
+    return cells.map(carries).astype(bool)
 
 
 def flags_seen(records: pd.DataFrame) -> list[str]:
-    flags = records["flags"].fillna("").astype(str)
-    parts = flags[flags != ""].str.split(";").explode()
-    return sorted(p for p in parts.unique() if p)
+    return sorted(set().union(*map(flag_set, records["flags"].dropna().unique())))
 
 
 def as_rows(records: pd.DataFrame, columns) -> list[dict]:

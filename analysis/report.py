@@ -2,12 +2,14 @@
 
     write_report(run_dir)              -> DIR/summary.md, summary.csv, report.html, the charts
                                           (capacity.png, total_tps.png, ttft_by_prompt.png, token_latency.png,
-                                          timeline.png), stalls.csv (records with stall figures) and
-                                          engine_clock.csv when the engine sent timings
+                                          timeline.png, rate_latency.png, pareto.png), stalls.csv (records with
+                                          stall figures) and engine_clock.csv when the engine sent timings
     write_compare(dirs, labels, out)   -> OUT/compare.md, compare.csv, compare.html and the charts
-                                          (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png)
+                                          (capacity.png, compare.png, ttft_by_prompt.png, token_latency.png,
+                                          rate_latency.png, pareto.png)
 
-Both print nothing and return the paths they wrote. A chart with nothing to draw is not written.
+Both print nothing and return the paths they wrote (a run's report also what the terminal should say beside
+them: ``Written.said``). A chart with nothing to draw is not written.
 """
 
 from __future__ import annotations
@@ -17,26 +19,39 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_workers, stalls, study,
-                      summary, timeline, winners)
+from analysis import (agreement, capacity, charts, document, headline, legend, load, lost_master, lost_workers, rates,
+                      stalls, study, summary, timeline, winners)
 from bench_tasks.records_file import STALLS_CSV
 
 SUMMARY_MD, SUMMARY_CSV, REPORT_HTML, ENGINE_CLOCK_CSV = "summary.md", "summary.csv", "report.html", "engine_clock.csv"
 COMPARE_MD, COMPARE_CSV, COMPARE_PNG, COMPARE_HTML = "compare.md", "compare.csv", "compare.png", "compare.html"
 TTFT_PNG, LATENCY_PNG, CAPACITY_PNG = "ttft_by_prompt.png", "token_latency.png", "capacity.png"
 TIMELINE_PNG = "timeline.png"
+RATE_LATENCY_PNG, PARETO_PNG = "rate_latency.png", "pareto.png"
 
 
-def write_report(run_dir) -> list[Path]:
+class Written(list):
+    """The paths a report wrote (a list of them), and in ``said`` the lines the terminal should show beside
+    them: what a run whose master was lost cannot know."""
+
+    def __init__(self, paths: list[Path], said: list[str]) -> None:
+        super().__init__(paths)
+        self.said = said
+
+
+def write_report(run_dir) -> Written:
     run_dir = Path(run_dir)
-    records, problems = load.load_runs([run_dir])
+    frame, info = load.load_run(run_dir)
+    records, problems = load.merge_runs([(run_dir, frame, info)])
     metrics, metric_problems = load.load_metrics(run_dir)
+    master = lost_master.statement(records, info, load.master_files(run_dir), load.load_progress(run_dir), metrics)
     settings = load.load_settings(run_dir)
     lost, lost_problems = load.load_lost_workers(run_dir)
     losses = lost_workers.losses(records, lost)
     facts = summary.facts(records, settings, list(losses["client_host"]))
     slo, slo_problems = load.load_slo(run_dir)
-    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo)
+    long = summary.summary(records, metrics, load.load_metric_names(run_dir), setup=facts["setup"], slo=slo,
+                           overdue=load.load_overdue(run_dir))
     keys = legend.setup_keys([facts["setup"]])
     items = legend.legend_items(legend.legend(keys, {facts["setup"]: facts}, {facts["setup"]: settings}))
     found = stalls.stalls(records)
@@ -45,14 +60,19 @@ def write_report(run_dir) -> list[Path]:
                           "total_tps.png": charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
                           LATENCY_PNG: charts.token_latency_chart(records, keys),
-                          TIMELINE_PNG: timeline.timeline_chart(records, found, series)})
+                          TIMELINE_PNG: timeline.timeline_chart(records, found, series), **_rate_charts(long, keys)})
     measured_stalls = _has_stall_figures(records)
-    blocks = document.summary_blocks(facts, items, headline.headline(long, list(keys)), keys, study.warnings(records),
-                                     problems + metric_problems + slo_problems + lost_problems + series_problems,
-                                     long, pictures, capacity_sentences(records, {facts["setup"]: slo}),
-                                     load.load_failure(run_dir), lost_workers.sentences(losses),
-                                     document.stall_blocks(stalls.sentence(found, records), stalls.longest(found))
-                                     if measured_stalls else [])
+    findings = document.Findings(
+        items, headline.headline(long, list(keys)), keys, long, pictures,
+        study.warnings(records) + rates.warnings(records),
+        problems + metric_problems + slo_problems + lost_problems + series_problems,
+        capacity=capacity_sentences(records, {facts["setup"]: slo}), lost=lost_workers.sentences(losses),
+        failed=[document.failure_sentence(failure)] if (failure := load.load_failure(run_dir)) else [],
+        lost_master=document.lost_master_blocks(master),
+        incomplete=[] if facts["complete"] or master is not None else ["this directory"],
+        stalls=document.stall_blocks(stalls.sentence(found, records), stalls.longest(found)) if measured_stalls else [],
+        rates=document.rate_blocks(rates.conclusion(records, slo), long))
+    blocks = document.summary_blocks(facts, findings)
     written = [_text(run_dir / SUMMARY_MD, document.markdown(blocks)),
                _csv(run_dir / SUMMARY_CSV, long)]
     if measured_stalls:
@@ -63,7 +83,7 @@ def write_report(run_dir) -> list[Path]:
     per_request = agreement.engine_clock(records)
     if not per_request.empty:
         written.append(_csv(run_dir / ENGINE_CLOCK_CSV, per_request))
-    return written
+    return Written(written, master.lines() if master is not None else [])
 
 
 def write_compare(dirs, labels, out_dir) -> list[Path]:
@@ -73,7 +93,10 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     metrics = _metrics_by_setup(records, problems)
     names = {label: load.load_metric_names(mine["run_dir"].iloc[0]) for label, mine in records.groupby("setup")}
     slos = _slos_by_setup(records, problems)
-    long = summary.comparison(records, metrics, names, slos)
+    overdue = {label: {phase: n for run_dir in mine["run_dir"].unique()
+                       for phase, n in load.load_overdue(run_dir).items()}
+               for label, mine in records.groupby("setup", sort=False)}
+    long = summary.comparison(records, metrics, names, slos, overdue)
     setups = summary.setups(records)
     keys = legend.setup_keys(setups)
     by_setup = {label: records[records["setup"] == label] for label in setups}
@@ -81,24 +104,41 @@ def write_compare(dirs, labels, out_dir) -> list[Path]:
     losses = {label: _losses(mine, problems) for label, mine in by_setup.items()}
     facts = {label: summary.facts(mine, settings[label], list(losses[label]["client_host"]))
              for label, mine in by_setup.items()}
-    warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items() for w in study.warnings(mine)]
+    warnings = [f"{keys[label]} ({label}): {w}" for label, mine in by_setup.items()
+                for w in study.warnings(mine) + rates.warnings(mine)]
     lines = headline.headline(long, setups)
     pictures = _rendered({CAPACITY_PNG: charts.capacity_chart(long, keys, slos),
                           COMPARE_PNG: charts.burst_chart(long, keys),
                           TTFT_PNG: charts.ttft_by_prompt_chart(long, keys),
-                          LATENCY_PNG: charts.token_latency_chart(records, keys)})
+                          LATENCY_PNG: charts.token_latency_chart(records, keys), **_rate_charts(long, keys)})
     failures = {label: failure for label, mine in by_setup.items() for run_dir in mine["run_dir"].unique()
                 if (failure := load.load_failure(run_dir)) is not None}
-    blocks = document.compare_blocks(facts, legend.legend_items(legend.legend(keys, facts, settings)), lines, keys,
-                                     winners.winners(lines, keys), warnings, problems, long, pictures,
-                                     capacity_sentences(records, slos, keys), failures,
-                                     [f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
-                                      for sentence in lost_workers.sentences(table)])
+    findings = document.Findings(
+        legend.legend_items(legend.legend(keys, facts, settings)), lines, keys, long, pictures, warnings, problems,
+        capacity=capacity_sentences(records, slos, keys),
+        lost=[f"{keys[label]} ({label}): {sentence}" for label, table in losses.items()
+              for sentence in lost_workers.sentences(table)],
+        failed=[f"{keys[label]} ({label}): {document.failure_sentence(failure)}"
+                for label, failure in failures.items()],
+        incomplete=[label for label, mine in facts.items() if not mine["complete"]],
+        winners=winners.winners(lines, keys),
+        rates=document.rate_blocks(_rate_sentences(by_setup, slos, keys), long, keys))
+    blocks = document.compare_blocks(facts, findings)
     written = [_text(out_dir / COMPARE_MD, document.markdown(blocks)), _csv(out_dir / COMPARE_CSV, long)]
     written += [_bytes(out_dir / name, png) for name, (_spec, png) in pictures.items()]
     written.append(_text(out_dir / COMPARE_HTML, document.to_html(blocks, "llm-bench compare",
                                                                   _embed_script(pictures))))
     return written
+
+
+def _rate_sentences(by_setup: dict[str, pd.DataFrame], slos: dict, keys: dict[str, str]) -> list[str]:
+    """Each setup's open-loop sentences (rates.conclusion), opened by its key and label."""
+    return [f"{keys[label]} ({label}): {line}" for label, mine in by_setup.items()
+            for line in rates.conclusion(mine, slos[label])]
+
+
+def _rate_charts(long: pd.DataFrame, keys: dict[str, str]) -> dict:
+    return {RATE_LATENCY_PNG: charts.rate_latency_chart(long, keys), PARETO_PNG: charts.pareto_chart(long, keys)}
 
 
 def _has_stall_figures(records: pd.DataFrame) -> bool:

@@ -4,7 +4,7 @@ confidence interval at a stated level.
 A figure of no values is missing (NaN), with n = 0, never 0. Percentiles interpolate linearly
 between the two nearest values (numpy's and pandas' default), so p95 of [1, 2] is 1.95.
 
-The interval (``ci_low``, ``ci_high``, ``ci_level``, ``ci_method``) is ``bench_tasks.intervals``':
+The interval (``ci_low``, ``ci_high``, ``ci_level``, ``ci_method``) is ``bench_tasks.statistics``':
 asked at ``LEVEL`` (90%), and ``ci_level`` is the coverage it achieved. A median or percentile of
 values (a median over runs, a round's p95) gets order statistics: when the values are too few for
 an end to reach its share the end falls back to the extreme value and the level says what that
@@ -19,7 +19,7 @@ import math
 
 import pandas as pd
 
-from bench_tasks.intervals import Interval, median_interval, share_interval
+from bench_tasks.statistics import Interval, median_interval, share_interval
 
 CI_COLUMNS = ["ci_low", "ci_high", "ci_level", "ci_method"]
 LONG_COLUMNS = ["setup", "table", "row", "metric", "median", "min", "max", "n", *CI_COLUMNS]

@@ -27,6 +27,7 @@ import pandas as pd
 
 from analysis.records import measured, phase_order, succeeded
 from analysis.spread import long_frame, long_rows, single
+from bench_tasks.formatting import MISSING, shown
 from bench_tasks.stream import STALL_FACTOR, STALL_FLOOR_S, STALLS_KEPT
 
 STALL_COLUMNS = ["setup", "phase", "round", "user", "client_host", "client_pid", "request_id", "stall_start_s",
@@ -157,16 +158,16 @@ def stall_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def longest(found: pd.DataFrame, n: int = LONGEST_SHOWN) -> pd.DataFrame:
     """The ``n`` longest stalls as the report's table: who stalled, when, how long, and the cause."""
-    shown = found.head(n)
+    kept = found.head(n)
     return pd.DataFrame({
-        "phase": shown["phase"], "user": shown["user"], "laptop": shown["client_host"],
-        "at s": shown["stall_at_s"].map(lambda v: f"{v:.2f}"),
-        "after send s": shown["stall_start_s"].map(lambda v: f"{v:.2f}"),
-        "stall s": shown["stall_s"].map(lambda v: f"{v:.3f}"),
-        "cause": [f"{phase} ({user}, {host})" if phase else "– (no prompt was being read)"
-                  for phase, user, host in zip(shown["cause_phase"], shown["cause_user"], shown["cause_client_host"])],
-        "overlap s": shown["cause_overlap_s"].map(lambda v: "–" if pd.isna(v) else f"{v:.3f}"),
-        "prompts read": shown["readers"].astype(str)}).reset_index(drop=True)
+        "phase": kept["phase"], "user": kept["user"], "laptop": kept["client_host"],
+        "at s": kept["stall_at_s"].map(lambda v: shown(v, 2)),
+        "after send s": kept["stall_start_s"].map(lambda v: shown(v, 2)),
+        "stall s": kept["stall_s"].map(lambda v: shown(v, 3)),
+        "cause": [f"{phase} ({user}, {host})" if phase else f"{MISSING} (no prompt was being read)"
+                  for phase, user, host in zip(kept["cause_phase"], kept["cause_user"], kept["cause_client_host"])],
+        "overlap s": kept["cause_overlap_s"].map(lambda v: shown(v, 3)),
+        "prompts read": kept["readers"].astype(str)}).reset_index(drop=True)
 
 
 def sentence(found: pd.DataFrame, records: pd.DataFrame) -> str:

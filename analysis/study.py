@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.records import as_rows, flags_seen, has_flag, measured, of_scenario, phase_order, succeeded
+from analysis import cache_hits, outages
+from analysis.records import (as_rows, failed, flags_seen, has_flag, measured, of_scenario, ok_mask, phase_order,
+                              succeeded)
 from analysis.spread import LEVEL, NAN, long_frame, long_rows, share, share_figure, single, spread
 from bench_tasks import figures
-from bench_tasks.intervals import quantile_interval
+from bench_tasks.statistics import quantile_interval
 
 KNOWN_FLAGS = ("cache_hit", "client_saturated", "bunched")
 TABLE_TITLES = {
@@ -208,9 +210,11 @@ def requests_table(records: pd.DataFrame) -> pd.DataFrame:
     flags = list(dict.fromkeys([*KNOWN_FLAGS, *flags_seen(kept)]))
     rows = []
     for phase, group in phases(records):
-        ok = int(group["ok"].fillna(False).astype(bool).sum())
-        counts = {"requests": len(group), "ok": ok, "failed": len(group) - ok}
+        fine = int(ok_mask(group).sum())
+        counts = {"requests": len(group), "ok": fine, "failed": len(group) - fine}
         counts |= {flag: int(has_flag(group, flag).sum()) for flag in flags}
+        if not cache_hits.checked(group).any():
+            counts["cache_hit"] = NAN  # not checked: unknown, never 0
         rows += long_rows("requests", phase, {k: single(v, len(group)) for k, v in counts.items()})
     return long_frame(rows)
 
@@ -228,8 +232,7 @@ def errors_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _error_classes(records: pd.DataFrame) -> pd.Series:
-    failed = records[~records["ok"].fillna(False).astype(bool)]
-    return failed["error"].fillna("").astype(str).replace("", "unknown")
+    return failed(records)["error"].fillna("").astype(str).replace("", "unknown")
 
 
 TABLES = (requests_table, chat_table, prompt_table, agent_table, agent_turns_table, burst_tables, needle_table,
@@ -243,21 +246,18 @@ def study(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def warnings(records: pd.DataFrame) -> list[str]:
-    """Sentences the summary must show above its tables: untrustworthy or empty phases."""
+    """Sentences the summary must show above its tables: untrustworthy or empty phases, requests served from a
+    cache beyond their share (or that could not be checked), and gaps when the server could not be reached."""
     notes = []
     for phase, group in phases(records):
         saturated = int(has_flag(group, "client_saturated").sum())
         if saturated:
             notes.append(f"{phase}: {saturated} of {len(group)} requests were read too late by a saturated client "
                          "for their stamps to be trusted (add client processes or machines).")
-        cached = int(has_flag(group, "cache_hit").sum())
-        if cached:
-            notes.append(f"{phase}: {cached} of {len(group)} fresh prompts were served from the cache; "
-                         "their prompt figures do not measure prompt processing.")
         bunched = int(has_flag(group, "bunched").sum())
         if bunched:
             notes.append(f"{phase}: {bunched} of {len(group)} streams arrived in lumps; their decode and gap "
                          "figures time the delivery, not the generation.")
         if succeeded(group).empty:
             notes.append(f"{phase}: all {len(group)} requests failed; it shows no figure.")
-    return notes
+    return notes + cache_hits.sentences(records) + outages.sentences(records)

@@ -9,7 +9,7 @@ import time
 
 import pandas as pd
 
-from analysis import agreement, capacity, stalls, study
+from analysis import agreement, capacity, rates, stalls, study
 from analysis.records import measured, succeeded
 from analysis.spread import LONG_COLUMNS, long_frame
 from bench_tasks.slo import Slo
@@ -17,16 +17,20 @@ from bench_tasks.slo import Slo
 TABLE_TITLES = {**study.TABLE_TITLES,
                 "capacity": "Capacity search: each class size's judged window",
                 "capacity_result": "Capacity: the largest class that met the SLO",
+                "rates": "Open loop: each offered rate's window",
+                "floods": "Open loop: the floods (N requests in flight)",
+                "rates_result": "Open loop: saturation, and the highest rate that met the SLO",
                 "stalls": "Stalls per phase: the share of decode time lost to them",
                 "engine_clock": "Agreement with the engine's own clock (per request, by phase)",
                 "engine_metrics": "Agreement with the engine's Prometheus counters (per phase)"}
 
 
 def summary(records: pd.DataFrame, metrics: pd.DataFrame | None = None, names: dict | None = None,
-            setup: str = "", slo: Slo | None = None) -> pd.DataFrame:
-    """The study's tables, the capacity search's (given the SLO it judged by), then the engine
-    agreement tables where the engine gave timings or counters."""
-    frames = [study.study(records), capacity.tables(records, slo), stalls.stall_table(records),
+            setup: str = "", slo: Slo | None = None, overdue: dict[str, int] | None = None) -> pd.DataFrame:
+    """The study's tables, the capacity search's (given the SLO it judged by and the answers each window
+    was judged without), then the engine agreement tables where the engine gave timings or counters."""
+    frames = [study.study(records), capacity.tables(records, slo, overdue), rates.tables(records, slo),
+              stalls.stall_table(records),
               agreement.engine_clock(records).pipe(agreement.engine_clock_table)]
     if metrics is not None and not metrics.empty:
         frames.append(agreement.metrics_agreement(records, metrics, names).pipe(agreement.metrics_table))
@@ -40,19 +44,20 @@ def setups(records: pd.DataFrame) -> list[str]:
 
 
 def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = None,
-               names: dict[str, dict] | None = None, slos: dict[str, Slo | None] | None = None) -> pd.DataFrame:
-    """summary() of each setup, stacked; ``metrics``, ``names`` and ``slos`` map a setup label to its
-    metric readings, to what its engine profile says those series are, and to the SLO its capacity
-    search judged by."""
+               names: dict[str, dict] | None = None, slos: dict[str, Slo | None] | None = None,
+               overdue: dict[str, dict] | None = None) -> pd.DataFrame:
+    """summary() of each setup, stacked; ``metrics``, ``names``, ``slos`` and ``overdue`` map a setup label
+    to its metric readings, to what its engine profile says those series are, to the SLO its capacity
+    search judged by and to its windows' overdue answers."""
     frames = [summary(records[records["setup"] == label], (metrics or {}).get(label), (names or {}).get(label),
-                      setup=label, slo=(slos or {}).get(label))
+                      setup=label, slo=(slos or {}).get(label), overdue=(overdue or {}).get(label))
               for label in setups(records)]
     return pd.concat(frames, ignore_index=True) if frames else long_frame([])
 
 
 def facts(records: pd.DataFrame, settings: dict | None = None, lost_hosts: list[str] = ()) -> dict:
     """What the header says: setup, model, engine, server, client hosts (those in ``lost_hosts``
-    marked lost), when, requests, completeness."""
+    marked lost), when, the run's mark, requests, completeness."""
     settings = settings or {}
     counted = measured(records)
     ok = len(succeeded(counted))
@@ -65,7 +70,9 @@ def facts(records: pd.DataFrame, settings: dict | None = None, lost_hosts: list[
             "engine": _joined(records["engine"]), "server": settings.get("host", ""),
             "client_hosts": ", ".join(f"{host} (lost)" if host in lost_hosts else host
                                       for host in _values(records["client_host"])),
-            "when": when,
+            "when": when, "run_mark": _joined(counted["run_mark"]) + (
+                " (repeated on purpose: meant to be served from the cache)"
+                if counted["mark_repeated"].fillna(False).astype(bool).any() else ""),
             "requests_ok": ok, "requests_failed": len(counted) - ok, "complete": complete}
 
 

@@ -29,7 +29,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from analysis.records import ok_mask
 from analysis.stalls import MASTER_CLOCK, PERF_CLOCK, common_clock
+from bench_tasks.formatting import MISSING
 
 MAX_PANELS = 4
 MAX_LANES = 30
@@ -231,7 +233,7 @@ def _lanes(requests: pd.DataFrame) -> tuple[list[str], int]:
 
 def _segments(requests: pd.DataFrame) -> pd.DataFrame:
     """Each request's bars: send to first token, first token to end; a failed request, send to end."""
-    ok = requests["ok"].fillna(False).astype(bool)
+    ok = ok_mask(requests)
     has_first = requests["first_s"].notna() & ok
     figures = requests[["lane"]].assign(**{c: requests[c].map(_text) for c in REQUEST_FIGURES})
     parts = [("waiting + prefill", has_first, "start_s", "first_s"), ("decode", has_first, "first_s", "end_s"),
@@ -273,7 +275,7 @@ def _binned(readings: pd.DataFrame) -> pd.DataFrame:
 
 def _text(value) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return "–"
+        return MISSING
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.headline import value_text
 from analysis.spread import LEVEL
-from bench_tasks.intervals import smallest_n
+from bench_tasks.formatting import brief, ci, percent
+from bench_tasks.statistics import smallest_n
 
 UNITS = {"tps": "tok/s", "s": "s"}
 
@@ -49,11 +49,11 @@ def candidates(lines: dict[str, dict], prefix: str, metric: str) -> dict[str, Fi
     (found / answered), with their share's interval."""
     if metric == "found":
         return {s: Figure(r["median"] / r["n"], _end(r["ci_low"]), _end(r["ci_high"]), _end(r["ci_level"]), r["n"],
-                          f"{value_text(r['median'], 'found')}/{r['n']}")
+                          f"{brief(r['median'], 'found')}/{r['n']}")
                 for s, r in lines.items() if r["n"] and pd.notna(r["median"])}
     return {s: Figure(r[f"{prefix}median"], _end(r[f"{prefix}ci_low"]), _end(r[f"{prefix}ci_high"]),
                       _end(r[f"{prefix}ci_level"]), r["n"],
-                      f"{value_text(r[f'{prefix}median'], metric)} {_unit(metric)}")
+                      f"{brief(r[f'{prefix}median'], metric)} {_unit(metric)}")
             for s, r in lines.items() if pd.notna(r[f"{prefix}median"])}
 
 
@@ -105,8 +105,8 @@ def sentence(words: str, figures: dict[str, Figure], higher: bool, keys: dict[st
 
 def _interval(figure: Figure, metric: str) -> str:
     if metric == "found":
-        return f"{figure.level:.0%} CI {figure.low * 100:.0f}%–{figure.high * 100:.0f}% found"
-    return f"{figure.level:.0%} CI {value_text(figure.low, metric)}–{value_text(figure.high, metric)}"
+        return f"{ci(figure.level, figure.low, figure.high, percent)} found"
+    return ci(figure.level, figure.low, figure.high, lambda end: brief(end, metric))
 
 
 def winners(lines: pd.DataFrame, keys: dict[str, str]) -> list[str]:

@@ -30,6 +30,14 @@ TOOLS: list[dict] = [
 ]
 TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOLS)
 
+
+def tools(opening: str) -> list[dict]:
+    """TOOLS with ``opening`` before the first tool's description: a template that renders the tools before
+    the system message (the simulated engine's) would otherwise begin every session with the same text."""
+    first = TOOLS[0]["function"]
+    return [{"type": "function", "function": {**first, "description": f"{opening} {first['description']}"}},
+            *TOOLS[1:]]
+
 SYSTEM = ("You are a coding agent working in a Python repository. Use the tools to inspect and change code. "
           "Call one tool at a time; answer in text when the task is done.")
 
@@ -68,15 +76,18 @@ TOOL_RESULTS = {
 
 @dataclass
 class Session:
-    """The conversation so far; ``next_user`` is the index of the script's next user message."""
+    """The conversation so far and the tools it declares; ``next_user`` is the index of the script's next user
+    message."""
 
     messages: list[dict] = field(default_factory=list)
     next_user: int = 0
+    tools: list[dict] = field(default_factory=lambda: list(TOOLS))
 
     @classmethod
-    def start(cls, marker: str) -> "Session":
-        """A marker opens the system prompt, so no session is served from another's cache."""
-        return cls(messages=[{"role": "system", "content": f"{marker} {SYSTEM}"}])
+    def start(cls, opening: str) -> "Session":
+        """``opening`` (bench_tasks.run_mark) opens the system prompt and the tools (``tools``), so no session
+        is served from another's cache."""
+        return cls(messages=[{"role": "system", "content": f"{opening} {SYSTEM}"}], tools=tools(opening))
 
     def turn_messages(self) -> list[dict]:
         """Messages to send for the next turn: a pending tool result, or the script's next question."""

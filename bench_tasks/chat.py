@@ -12,13 +12,13 @@ QUESTIONS: tuple[str, ...] = (
 MAX_TOKENS = 256
 
 
-def messages(question: str, asker: str = "") -> list[dict]:
-    """The question as one user message. ``asker`` (e.g. ``run 2``) opens it, in brackets: a prefix
-    cache then holds no earlier run's copy of the question, so each run reads it afresh, as a person's
-    new question is read (measured on llama.cpp with SmolLM2: a repeated chat question's first token
-    came in 0.009 s instead of 0.07 s, and a burst's third round read its cached prompts at a fifth of
-    the first round's slowest first token: docs/engines.md#llamacpp-prefix-cache)."""
-    return [{"role": "user", "content": f"({asker}) {question}" if asker else question}]
+def messages(question: str, opening: str = "") -> list[dict]:
+    """The question as one user message, ``opening`` (its job's, bench_tasks.run_mark) before it: a prefix
+    cache then holds no copy of it from an earlier run or another job, so each is read afresh, as a
+    person's new question is read (measured on llama.cpp with SmolLM2: a repeated chat question's first
+    token came in 0.009 s instead of 0.07 s, and a burst's third round read its cached prompts at a fifth
+    of the first round's slowest first token: docs/engines.md#llamacpp-prefix-cache)."""
+    return [{"role": "user", "content": f"{opening} {question}" if opening else question}]
 
 
 def nth_question(n: int, questions: Sequence[str] = ()) -> tuple[str, int]:

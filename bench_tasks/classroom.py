@@ -122,15 +122,17 @@ class Student:
         pastes thinks exactly as before)."""
         return self.paste_share > 0 and self.rng.random() < self.paste_share
 
-    def messages(self, document: str | None = None) -> list[dict]:
-        """What this turn sends: the tutor's instructions, the whole conversation so far, the question
-        (with ``document`` above it, when the student pastes one)."""
+    def messages(self, document: str | None = None, opening: str = "") -> list[dict]:
+        """What this turn sends: the tutor's instructions (``opening`` before them: the conversation's, from
+        bench_tasks.run_mark, so that no other conversation shares them), the whole conversation so far, the
+        question (with ``document`` above it, when the student pastes one)."""
         question = TOPICS[self.topic][self.turn - 1]
         if self.turn == 1:
             question = f"I'm {self.name}. {question}"  # each student's own conversation, not a shared prefix
         if document:
             question = f"{document}\n\n{question}"
-        return [{"role": "system", "content": SYSTEM}, *self.history, {"role": "user", "content": question}]
+        system = f"{opening} {SYSTEM}" if opening else SYSTEM
+        return [{"role": "system", "content": system}, *self.history, {"role": "user", "content": question}]
 
     def answered(self, question: list[dict], answer: str) -> None:
         """The answer came: it joins the history; after the topic's last question a new conversation starts."""

@@ -1,7 +1,8 @@
 """Engine profiles: what a serving engine accepts and exposes, read from ``configs/engines/*.toml``.
 
 A profile says how to switch thinking off, whether ``ignore_eos`` and per-event usage are
-accepted, how to tokenize and where the metrics are. ``detect`` recognises the engine from the
+accepted (on Chat Completions, and in its ``[responses]`` and ``[messages]`` tables on those APIs), how
+to tokenize and where the metrics are. ``detect`` recognises the engine from the
 server itself; ``--engine NAME`` overrides it.
 
 The profiles ship inside the ``configs`` package and are found through ``importlib.resources``,
@@ -37,6 +38,9 @@ class Profile:
     metrics: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     stream: dict = field(default_factory=dict)  # what its stream is known to carry (first_event_tokens)
+    # What a request on the other APIs takes (thinking_off, ignore_eos); none: the engine's path is unknown
+    responses: dict = field(default_factory=dict)
+    messages: dict = field(default_factory=dict)
 
     @property
     def first_event_tokens(self) -> float | None:
@@ -47,12 +51,23 @@ class Profile:
     def ignore_eos(self) -> bool:
         return bool(self.request.get("ignore_eos"))
 
-    def extras(self, thinking_off: bool = True) -> dict:
-        """Body keys merged into every chat request for this engine."""
+    def extras(self, thinking_off: bool = True, api: str = "chat") -> dict:
+        """Body keys merged into every request on ``api`` (chat, responses, messages) for this engine."""
+        if api != "chat":
+            return dict(self._api_table(api).get("thinking_off") or {}) if thinking_off else {}
         extras: dict = dict(self.request.get("thinking_off") or {}) if thinking_off else {}
         if self.request.get("continuous_usage_stats"):
             extras["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         return extras
+
+    def takes_ignore_eos(self, api: str = "chat") -> bool:
+        """Whether the engine honours ``ignore_eos`` on ``api``."""
+        return self.ignore_eos if api == "chat" else bool(self._api_table(api).get("ignore_eos"))
+
+    def _api_table(self, api: str) -> dict:
+        if api not in ("responses", "messages"):
+            raise ValueError(f"unknown API {api!r}")
+        return getattr(self, api)
 
 
 def profiles_dir() -> Traversable:

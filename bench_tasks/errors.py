@@ -13,6 +13,7 @@ CONNECT_ERROR = "connect_error"  # no connection (refused, unknown host)
 TIMEOUT = "timeout"  # no byte for longer than --read-timeout
 DISCONNECT = "disconnect"  # the connection dropped mid-stream
 CLIENT_ERROR = "client_error"  # an exception the client did not expect: a bug
+NOT_SENT = "not_sent"  # an open loop's request due while every user was busy, never sent (bench_tasks.open_loop)
 # -- the HTTP answer --
 HTTP = "http_<status>"  # a non-200 answer: http_500, http_429, ...
 CONTEXT_EXCEEDED = "context_exceeded"  # HTTP 400 because the prompt does not fit the context
@@ -24,7 +25,7 @@ NO_DONE = "no_done"  # the stream ended without data: [DONE]
 EMPTY_ANSWER = "empty_answer"  # the stream ended without any content, reasoning or tool-call text
 
 CLASSES = (CONNECT_ERROR, TIMEOUT, DISCONNECT, HTTP, CONTEXT_EXCEEDED, NOT_SSE, MALFORMED_EVENT, STREAM_ERROR, NO_DONE,
-           EMPTY_ANSWER, CLIENT_ERROR)
+           EMPTY_ANSWER, CLIENT_ERROR, NOT_SENT)
 
 
 def http_error_class(status: int, detail: str) -> str:

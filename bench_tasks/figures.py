@@ -11,18 +11,17 @@ is the median over its rounds of each round's tokens over the time from its rele
 offset, and for any other phase, the time is the span from the first send to the last end, each send
 at ``t_send + clock_offset_s`` (0 when unknown) so that records of several machines share a clock.
 
-Percentiles interpolate linearly (numpy's default). A figure of no values is missing (None), never 0,
-and shows as ``MISSING`` wherever a figure is written out as text (``shown``). Pure and stdlib-only,
-on record dicts (a record's JSON, or a DataFrame row as a dict).
+Percentiles interpolate linearly (numpy's default: ``statistics.quantile``). A figure of no values is
+missing (None), never 0, and shows as ``formatting.MISSING`` wherever a figure is written out as text.
+Pure and stdlib-only, on record dicts (a record's JSON, or a DataFrame row as a dict).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from bench_tasks.stream import quantile
+from bench_tasks.statistics import median, quantile
 
-MISSING = "–"  # a missing figure, as every table and line shows it
 FIGURES = ("requests", "errors", "ttft_p50_s", "ttft_p95_s", "decode_tps_p50", "total_tps")
 READS = ("scenario", "round", "ok", "ttft_s", "decode_tps", "completion_tokens", "t_send", "clock_offset_s", "e2e_s",
          "release_offset_s")  # the record fields the figures are made of
@@ -44,18 +43,6 @@ def succeeded(row: dict) -> bool:
         return bool(row.get("ok"))
     except TypeError:  # pandas' NA: not known to have succeeded
         return False
-
-
-def shown(value, digits: int) -> str:
-    """A figure as text with ``digits`` decimals (no "-0.0"); MISSING when it is missing."""
-    value = number(value)
-    if value is None:
-        return MISSING
-    return f"{0.0 if abs(value) < 0.5 * 10 ** -digits else value:.{digits}f}"
-
-
-def median(values: list[float]) -> float | None:
-    return quantile(sorted(values), 0.5) if values else None
 
 
 class Span:
@@ -131,8 +118,7 @@ class Phase:
     def total_tps(self) -> float | None:
         if not self.rounds:
             return self.span.total_tps()
-        return median([rate for rate in (span.total_tps(released=True) for span in self.rounds.values())
-                       if rate is not None])
+        return median([span.total_tps(released=True) for span in self.rounds.values()])
 
 
 def phase(rows) -> dict:

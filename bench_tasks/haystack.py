@@ -21,14 +21,14 @@ def code_word(seed: int) -> str:
     return f"{rng.choice(_CODE_ROOTS).upper()}{rng.randint(1000, 9999)}"
 
 
-def needle_messages(n_words: int, depth: float, word: str, seed: int, marker: str) -> list[dict]:
+def needle_messages(n_words: int, depth: float, word: str, seed: int, opening: str) -> list[dict]:
     """Filler with the needle as a paragraph of its own after ``depth`` of the filler's sentences."""
     sentences = filler(n_words, seed).split(". ")
     at = min(len(sentences), max(0, round(depth * len(sentences))))
     before, after = ". ".join(sentences[:at]), ". ".join(sentences[at:])
     haystack = f"{before}.\n\nThe secret code word is {word}.\n\n{after}" if before else \
         f"The secret code word is {word}.\n\n{after}"
-    text = f"{marker} Read these notes carefully.\n\n{haystack}\n\n{QUESTION}"
+    text = f"{opening} Read these notes carefully.\n\n{haystack}\n\n{QUESTION}"
     return [{"role": "user", "content": text}]
 
 

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from bench_tasks import run_mark
 from bench_tasks import slo as slos
-from bench_tasks.capacity import AUTO, SearchOptions, parse_start, parse_step
+from bench_tasks.capacity.search_options import AUTO, SearchOptions, parse_start, parse_step
 from bench_tasks.classroom import MAX_TOKENS, ThinkTime, parse_think_time
 from bench_tasks.prompt import parse_size, size_label
+from bench_tasks.stall import READ_TIMEOUT_S
 from bench_tasks.suite import SCENARIOS, SuiteOptions
 
 RUN, QUICK, CAPACITY = "run", "quick", "capacity"  # the llm-bench commands that measure (run: chat or paste)
@@ -154,13 +156,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("--model", text, "", "model name (default: the first in /v1/models)", MEASURING, web_ui=True),
     Option("--api-key", text, "", "API key (default: $OPENAI_API_KEY); sent only to --host", MEASURING,
            locust=False, secret=True),  # options are shown and sent to workers: Locust reads $OPENAI_API_KEY
-    Option("--read-timeout", positive_float, "300", "seconds without a byte before a request counts as stalled",
-           MEASURING),
+    Option("--read-timeout", positive_float, f"{READ_TIMEOUT_S:g}", "seconds without a byte before a request counts "
+           "as stalled", MEASURING),
     Option("--thinking", on_off, "off", "off: switch a thinking model's reasoning off (the engine profile's "
            "switch); on: let it think, as its users run it (ttfo_s then times the answer after the reasoning)",
            MEASURING, web_ui=True),
     Option("--fail-on-error", text, False, "exit 1 when a measured request failed (without it: exit 0, the "
            "failures are in the records)", MEASURING, locust=False, switch=True),
+    Option("--repeat-mark", run_mark.parse, None, "send the texts of the earlier run with this mark again (its "
+           "run_mark in settings.json and the records), on purpose: this run is meant to be served from that run's "
+           "cache, to measure a warm cache, and its report says so (default: a new mark, so that nothing can be "
+           "served from an earlier run's cache)", MEASURING, web_ui=True),
+    Option("--run-mark", run_mark.parse, None, "the mark that opens every prompt of this run (llm-bench hands its "
+           "own; default: drawn when the run starts, by the master for its workers)"),
     Option("--client-host", text, "", "name of this client machine in the records (default: its hostname)"),
     Option("--no-llm-report", text, False, "do not write the report into --out when a run ends", switch=True),
     # -- chat and paste (llm-bench run chat|paste, locustfiles/chat.py and paste.py) --
@@ -168,9 +176,8 @@ OPTIONS: tuple[Option, ...] = (
            (RUN,), locust=False),  # Locust's own -u
     Option("--requests", positive_int, None, "requests in total, then the run ends (run paste, paste.py: "
            "documents pasted)", (RUN,), web_ui=True, command_default="9"),
-    Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); run "
-           "chat's first pass asks them as written, each later pass opens them with its run, (run 2) ..., so none is "
-           "read from the cache (run paste: every question opened afresh)",
+    Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); each "
+           "is opened by the run's mark and a code of its own, so none is read from a cache",
            (RUN,), repeated=True),
     Option("--stop", text, None, "end each answer at this stop string (OpenAI's `stop`; repeat it for several; "
            "run paste: the chats' answers)",
@@ -287,6 +294,11 @@ def settings(namespace, command: str) -> dict:
 class Values(SimpleNamespace):
     """The options of a run, typed."""
 
+    @property
+    def mark(self) -> str | None:
+        """The mark that opens this run's prompts: the one repeated on purpose, else the run's own."""
+        return getattr(self, "repeat_mark", None) or getattr(self, "run_mark", None)
+
     def suite(self, scenarios: tuple[str, ...] = SCENARIOS) -> SuiteOptions:
         """The quick suite's options, for the scenarios a locustfile has users for."""
         return SuiteOptions(runs=self.runs, sizes=self.sizes, needle_sizes=self.needle_sizes, bursts=self.bursts,
@@ -297,7 +309,8 @@ class Values(SimpleNamespace):
         settle_s = self.think_time.max_s if self.settle_s is None else self.settle_s
         return SearchOptions(start=self.start_students, step=self.step, max_students=self.max_students,
                              resolution=self.resolution, step_s=self.step_s, settle_s=settle_s,
-                             min_requests=self.min_requests, max_step_s=self.max_step_s)
+                             min_requests=self.min_requests, max_step_s=self.max_step_s,
+                             read_timeout_s=self.read_timeout)
 
 
 def values(namespace, command: str | None = None) -> Values:

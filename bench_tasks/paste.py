@@ -1,6 +1,6 @@
 """The paste workload as data: people chat while one more pastes long documents, back to back.
 
-A paste is a fresh prompt of ``size`` tokens (bench_tasks.prompt: a unique marker opens it, so no
+A paste is a fresh prompt of ``size`` tokens (bench_tasks.prompt: its job's opening begins it, so no
 cache holds it) asking for a one-sentence summary, answered in ANSWER_TOKENS tokens; a chat question
 is fresh too. A paste is sent once an answer is streaming (``Chats.streaming``), so that the engine
 reads the paste while answers stream: that is when a stall shows.
@@ -19,9 +19,9 @@ STREAMING_MARGIN_S = 0.05
 WAIT_FOR_STREAMING_S = 30.0  # then the paste goes anyway (at once when the answers are too short to catch)
 
 
-def document(marker: str, n_words: int, seed: int) -> str:
-    """A document a student pastes above a question: fresh (``marker``), ``n_words`` of prose."""
-    return f"{marker} Here is a document from our lesson:\n\n{filler(n_words, seed)}"
+def document(opening: str, n_words: int, seed: int) -> str:
+    """A document a student pastes above a question: fresh (``opening``), ``n_words`` of prose."""
+    return f"{opening} Here is a document from our lesson:\n\n{filler(n_words, seed)}"
 
 
 def paste_phase(size_tokens: int) -> str:

@@ -1,4 +1,5 @@
-"""Request bodies for /v1/chat/completions, built the same way for every engine.
+"""Request bodies for /v1/chat/completions, built the same way for every engine (the other APIs' in
+bench_tasks/apis.py).
 
 Every body streams, asks for usage (``stream_options.include_usage``) and uses temperature 0;
 ``extras`` carries what an engine profile adds (switching thinking off, per-event usage).
@@ -33,10 +34,11 @@ def chat_body(
         body["tools"] = tools
     if stop:
         body["stop"] = list(stop)
-    return _finish(body, ignore_eos, extras)
+    return finish_body(body, ignore_eos, extras)
 
 
-def _finish(body: dict, ignore_eos: bool, extras: dict | None) -> dict:
+def finish_body(body: dict, ignore_eos: bool, extras: dict | None) -> dict:
+    """``body`` with ``ignore_eos`` (where the engine takes it) and the profile's ``extras`` merged in."""
     if ignore_eos:
         body["ignore_eos"] = True
     for key, value in (extras or {}).items():

@@ -2,14 +2,14 @@
 
 Lengths are calibrated against the server under test with an injected ``count_tokens(messages)``
 (its /tokenize endpoint, or a probe's usage.prompt_tokens), because every model tokenizes
-differently. "Fresh" means no prefix of the prompt can be in the server's cache: a unique
-marker opens the first message, and the cached_tokens the server reports are checked.
+differently. "Fresh" means no prefix of the prompt can be in the server's cache: the job's opening
+(bench_tasks.run_mark) begins it, and the cached_tokens the server reports are checked
+(bench_tasks.cache_share).
 """
 
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Callable
 
 CountTokens = Callable[[list[dict]], int]
@@ -49,10 +49,6 @@ def filler(n_words: int, seed: int) -> str:
     return " ".join(sentences)
 
 
-def fresh_marker() -> str:
-    return f"[session {uuid.uuid4().hex[:12]}]"
-
-
 def calibrate(build: Callable[[int], list[dict]], count_tokens: CountTokens, target_tokens: int,
               tolerance: float = 0.005, max_rounds: int = 6) -> tuple[list[dict], int]:
     """Find the filler size whose messages count ``target_tokens`` (within ``tolerance``).
@@ -73,13 +69,7 @@ def calibrate(build: Callable[[int], list[dict]], count_tokens: CountTokens, tar
     return messages, tokens
 
 
-def fresh_prompt(marker: str, n_words: int, seed: int) -> list[dict]:
-    text = f"{marker} Read the following notes and summarise them in one sentence.\n\n{filler(n_words, seed)}"
+def fresh_prompt(opening: str, n_words: int, seed: int) -> list[dict]:
+    text = f"{opening} Read the following notes and summarise them in one sentence.\n\n{filler(n_words, seed)}"
     return [{"role": "user", "content": text}]
 
-
-def is_cache_hit(cached_tokens, prompt_tokens) -> bool:
-    """A fresh prompt may share only the chat template's first few tokens with earlier requests."""
-    if not cached_tokens or not prompt_tokens:
-        return False
-    return cached_tokens > max(32, 0.01 * prompt_tokens)

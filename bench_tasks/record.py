@@ -25,13 +25,19 @@ class Record:
     setup: str = ""  # the label of the serving setup under test (--setup)
     engine: str = ""  # engine profile used
     model: str = ""
-    endpoint: str = ""  # /v1/chat/completions or /v1/completions
+    endpoint: str = ""  # /v1/chat/completions, /v1/responses, /v1/messages (or /v1/completions)
+    api: str = ""  # chat, responses or messages: the API whose stream was read (bench_tasks/decoders.py)
     prompt_size: int | None = None  # asked prompt size in tokens (prompt, needle)
     needle_depth: float | None = None  # 0.1, 0.5, 0.9
     needle_found: bool | None = None
     tool_name: str | None = None  # agent: the tool the model called
     tool_call_valid: bool | None = None  # agent: a known tool with JSON arguments
+    # -- the user's own traffic (bench_tasks/traffic) --
+    source: str = ""  # file:line the request was read from (a prompt file, a conversation, a trace)
+    shared_tokens: int | None = None  # its prompt's tokens an earlier request sent too (trace hash ids, a prefix)
     request_id: str = ""  # the server's response id (joins with engine logs)
+    run_mark: str = ""  # the mark that opened this run's prompts (bench_tasks.run_mark)
+    mark_repeated: bool = False  # --repeat-mark: an earlier run's texts again, meant to be served from its cache
     t_start: float = 0.0  # unix seconds when sent: a label, never used for durations
     # -- outcome --
     ok: bool = False
@@ -57,6 +63,7 @@ class Record:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    shareable_tokens: int | None = None  # what it may share with earlier requests (bench_tasks.cache_share)
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, where given
     usage_source: str = ""  # usage | counted (no usage chunk: one token per content event assumed)
     content_events: int = 0
@@ -88,6 +95,12 @@ class Record:
     engine_cache_n: int | None = None
     engine_draft_n: int | None = None  # speculative decoding: tokens drafted for this request
     engine_draft_accepted_n: int | None = None  # of those, accepted
+    # -- the open loop (bench_tasks.open_loop): when the request was due, and the figures timed from then --
+    offered_rps: float | None = None  # the rate its step offered (requests/s; empty for a trace's own times)
+    t_due: float | None = None  # perf_counter when it was due, on the clock of t_send (a worker's own)
+    send_lag_s: float | None = None  # t_send - t_due: how late it left (the client's own queue)
+    ttft_due_s: float | None = None  # send_lag_s + ttft_s: the first token as the one who asked at t_due waited
+    e2e_due_s: float | None = None  # send_lag_s + e2e_s
 
     def to_dict(self) -> dict:
         # Every field is a scalar: a shallow copy is the whole record (dataclasses.asdict copies
@@ -99,8 +112,16 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
 FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in fields(Record)}
 
 
+def flag_set(cell) -> frozenset[str]:
+    """A record's ``flags`` cell as the set of its flags: ``cache_hit;client_saturated`` ->
+    {cache_hit, client_saturated}; an empty or missing cell (None, NaN) has none. The one reader of the cell."""
+    return frozenset(filter(None, cell.split(";"))) if isinstance(cell, str) else frozenset()
+
+
+def flags_cell(flags) -> str:
+    """The ``flags`` cell of a set of flags: sorted, ';'-joined (a record stays one flat CSV row). The one writer."""
+    return ";".join(sorted(flags))
+
+
 def add_flag(record: Record, flag: str) -> None:
-    """Flags are a set kept as a string so a record stays one flat CSV row."""
-    present = set(filter(None, record.flags.split(";")))
-    present.add(flag)
-    record.flags = ";".join(sorted(present))
+    record.flags = flags_cell(flag_set(record.flags) | {flag})

@@ -23,16 +23,22 @@ LOST_WORKERS_JSONL = "lost-workers.jsonl"  # distributed runs: a worker that die
 METRICS_JSONL = "metrics.jsonl"  # the engine's Prometheus counters before and after each phase
 PROGRESS_JSONL = "progress.jsonl"  # the suite's plan, each phase's opening and each job handed out
 CAPACITY_JSONL = "capacity.jsonl"  # capacity search: its SLO and options, each step's verdict, the result
+SWEEP_JSONL = "sweep.jsonl"  # an open loop's sweep: its SLO and options (event "sweep"), each step, the result
 ENGINE_SERIES_JSONL = "engine_series.jsonl"  # the engine's queue and cache, read every second during the run
 STALLS_CSV = "stalls.csv"  # the report's: one row per stall, with its cause
+SETTINGS_JSON = "settings.json"  # llm-bench's: the command line, the server's models, the client's versions
+# What only the process where the records come together writes (a local runner, or the master): a master
+# that dies takes what they would have said with it; the workers keep only their worker-*.jsonl.
+MASTER_FILES = (RECORDS_JSONL, REQUESTS_CSV, METRICS_JSONL, PROGRESS_JSONL, CAPACITY_JSONL, SWEEP_JSONL,
+                LOST_WORKERS_JSONL, ENGINE_SERIES_JSONL, FAILURE_JSON, SETTINGS_JSON)
 
 
 # What a Locust run leaves in its directory (records, the engine's counters, progress, the report), and
 # what llm-bench writes beside it before Locust starts. A new run moves an earlier run's files aside.
-RUN_FILES = (RECORDS_JSONL, REQUESTS_CSV, METRICS_JSONL, PROGRESS_JSONL, CAPACITY_JSONL, LOST_WORKERS_JSONL,
-             ENGINE_SERIES_JSONL, WORKER_JSONL_GLOB, "client-*.json", "summary.md", "summary.csv", "report.html",
-             "engine_clock.csv", STALLS_CSV, "*.png", FAILURE_JSON, FAILURE_TXT)
-CLI_RUN_FILES = (*RUN_FILES, "settings.json", "locust.log", "sim-truth.jsonl")
+RUN_FILES = (RECORDS_JSONL, REQUESTS_CSV, METRICS_JSONL, PROGRESS_JSONL, CAPACITY_JSONL, SWEEP_JSONL,
+             LOST_WORKERS_JSONL, ENGINE_SERIES_JSONL, WORKER_JSONL_GLOB, "client-*.json", "summary.md", "summary.csv",
+             "report.html", "engine_clock.csv", STALLS_CSV, "*.png", FAILURE_JSON, FAILURE_TXT)
+CLI_RUN_FILES = (*RUN_FILES, SETTINGS_JSON, "locust.log", "sim-truth.jsonl")
 EARLIER_RUNS = "earlier-runs"
 
 

@@ -26,6 +26,11 @@ class ServerError(Exception):
     """The server could not be reached or answered something unusable; the message says what to do."""
 
 
+class Unreachable(ServerError):
+    """No server answered at the address: the connection was refused, or dropped before any answer (a server
+    that crashed, and that its supervisor may be bringing back; or a wrong URL)."""
+
+
 def get_json(base_url: str, path: str, *, api_key: str = "", timeout_s: float = 10.0) -> dict:
     return _request(base_url, path, None, api_key, timeout_s)
 
@@ -59,7 +64,8 @@ def _request(base_url: str, path: str, body: dict | None, api_key: str, timeout_
         raise ServerError(f"{url} answered HTTP {exc.code}: {detail}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise ServerError(f"cannot reach {url} ({reason}); is the server running and the URL right?") from None
+        kind = Unreachable if isinstance(reason, ConnectionError) else ServerError  # not a timeout: nobody there
+        raise kind(f"cannot reach {url} ({reason}); is the server running and the URL right?") from None
     try:
         return json.loads(raw)
     except ValueError:

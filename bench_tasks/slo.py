@@ -8,10 +8,10 @@ least); ``errors=0.01`` allows that share of failed requests (default 0: any fai
 A request meets the SLO when it succeeded and each of its figures the goals name is known and
 within its goal; goodput is the share of a step's requests that did. Each goal's percentile over a
 step's successful requests comes with its 90% confidence interval, an end the requests cannot place
-left open: by default ``intervals.window_quantile_interval`` (batch means on the requests in the
+left open: by default ``statistics.window_quantile_interval`` (batch means on the requests in the
 order they were asked: a step's requests are not independent, one busy period of the server delays
 several in a row, and the order-statistic interval would claim too much); ``independent=True``
-takes the order-statistic interval (``intervals.quantile_interval``) for samples that are. A step **meets** the
+takes the order-statistic interval (``statistics.quantile_interval``) for samples that are. A step **meets** the
 SLO when every goal's interval lies within its limit and its failed share is within ``errors``;
 it **misses** when a goal's interval lies wholly beyond its limit (or a goal was not measured, or
 too many requests failed); otherwise it is **unsure**: the requests cannot tell yet. Asked for a
@@ -22,18 +22,21 @@ request flagged ``client_saturated`` is not judged at all: the client measured i
 figures are withheld.
 
 Pure and stdlib-only, on record dicts (a record's JSON, or a DataFrame row as a dict): the Locust
-process judges with it while the search runs, and ``analysis`` with the same code afterwards.
+process judges with it while the search runs, and ``analysis`` with the same code afterwards. A
+top-level module, not the capacity search's: any load step can be judged by it (a sweep's rate, for
+its goodput). The reasons a step missed (``missed``, ``straddling``) are part of its verdict and written
+here; the lines a person reads as the search goes are ``bench_tasks.capacity.lines``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from bench_tasks.figures import number, succeeded
-from bench_tasks.intervals import BATCH_MEANS, Interval, quantile_interval, window_quantile_interval
-from bench_tasks.stream import quantile
+from bench_tasks.formatting import apart_from, ci
+from bench_tasks.record import flag_set
+from bench_tasks.statistics import BATCH_MEANS, Interval, quantile, quantile_interval, window_quantile_interval
 
 MEETS, MISSES, UNSURE, SATURATED = "meets", "misses", "unsure", "client_saturated"
 BY_INTERVAL, BY_POINT = "interval", "point estimate"  # what a verdict was decided on
@@ -148,8 +151,7 @@ def parse(text: str) -> Slo:
 
 
 def flagged(row: dict, flag: str) -> bool:
-    flags = row.get("flags")
-    return isinstance(flags, str) and flag in flags.split(";")
+    return flag in flag_set(row.get("flags"))
 
 
 def meets(slo: Slo, row: dict) -> bool:
@@ -260,74 +262,6 @@ def _goal_text(goal: Goal, value: float | None, interval: Interval | None, level
     if value is None:
         return f"{goal.name} not measured (no successful request had it)"
     sign = ("≤" if goal.at_most else "≥") if goal.holds(value) else (">" if goal.at_most else "<")
-    return f"{goal.name} {_digits(value, goal.limit)} {goal.unit} {sign} {goal.limit:g}, {ci_text(interval, level)}"
-
-
-def _digits(value: float, limit: float) -> str:
-    """Three significant digits, or as many more as it takes not to read as the limit when it is not."""
-    for digits in range(3, 8):
-        if f"{value:.{digits}g}" != f"{limit:g}" or value == limit:
-            break
-    return f"{value:.{digits}g}"
-
-
-def ci_text(interval: Interval | None, level: float = LEVEL) -> str:
-    return f"{level:.0%} CI {interval.text()}" if interval is not None else f"no {level:.0%} CI"
-
-
-def verdict_line(slo: Slo, students: int, figures: dict, again: bool = False, up_to_s: float | None = None,
-                 level: float = LEVEL) -> str:
-    """One line for the progress output, each goal's figure with the interval its verdict rests on:
-    ``24 students: TTFT p95 0.83 s (90% CI 0.71–0.97): meets`` (``again``: a refused step will be run
-    once more; ``up_to_s``: how long an unsure window may go on)."""
-    if figures["outcome"] == SATURATED:
-        then = "running the class once more" if again else "add workers (--processes or worker machines)"
-        return f"{students} students, {figures['requests']} requests, not judged: {figures['missed'][0]}; {then}"
-    head = f"{students} students: {figures_text(slo, figures, level)}"
-    if figures["outcome"] == UNSURE:
-        longer = f"; the window goes on, up to {up_to_s:g} s" if up_to_s is not None else ""
-        return f"{head}: can't tell yet, the interval straddles the goal{longer}"
-    how = ""
-    if figures["decided_on"] == BY_POINT:
-        how = (" on its point estimate (the interval straddles the goal, and would still at the window's limit)"
-               if figures.get("hopeless") else " on its point estimate (the interval still straddles the goal)")
-    if figures["outcome"] == MEETS:
-        return f"{head}: meets{how}"
-    return f"{head}: misses{how} ({'; '.join(_reasons(slo, figures))})"
-
-
-def _reasons(slo: Slo, figures: dict) -> list[str]:
-    """Why a step missed, short (its figures are on the line already): ``ttft_p95 > 1``, ``3 of 100 requests
-    failed``."""
-    broken = [goal for goal in slo.goals if figures[goal.figure] is not None and not goal.holds(figures[goal.figure])]
-    names = tuple(f"{goal.name} " for goal in slo.goals)
-    return ([f"{goal.name} {'>' if goal.at_most else '<'} {goal.limit:g}" for goal in broken]
-            + [text for text in figures["missed"] if not text.startswith(names)])
-
-
-def figures_text(slo: Slo, figures: dict, level: float = LEVEL) -> str:
-    """Each goal's figure with its interval: ``TTFT p95 0.83 s (90% CI 0.71–0.97)``."""
-    return "; ".join(_figure_text(goal, figures, level) for goal in slo.goals)
-
-
-def _figure_text(goal: Goal, figures: dict, level: float) -> str:
-    """``TTFT p95 0.83 s (90% CI 0.71–0.97)``: the figure to two significant digits and its interval's ends
-    to as many decimals, more where fewer would read as the limit when the value is not; an end the
-    requests cannot place is ``?``."""
-    value = figures[goal.figure]
-    if value is None:
-        return f"{goal.label} not measured"
-    decimals = max(0, 1 - math.floor(math.log10(abs(value)))) if value else 2
-    if figures[goal.level] is None:
-        return f"{goal.label} {_near(value, decimals, goal)} {goal.unit} (no {level:.0%} CI)"
-    ends = "–".join("?" if end is None else _near(end, decimals, goal) for end in (figures[goal.low], figures[goal.high]))
-    return f"{goal.label} {_near(value, decimals, goal)} {goal.unit} ({level:.0%} CI {ends})"
-
-
-def _near(value: float, decimals: int, goal: Goal) -> str:
-    """``value`` to ``decimals``, or as many more (up to 5) as it takes not to read as the limit."""
-    for digits in range(decimals, decimals + 6):
-        text = f"{value:.{digits}f}"
-        if value == goal.limit or text != f"{goal.limit:.{digits}f}":
-            break
-    return text
+    within = (ci(level, interval.low, interval.high, lambda end: f"{end:.3g}") if interval is not None
+              else f"no {level:.0%} CI")
+    return f"{goal.name} {apart_from(value, goal.limit, 3, 'g')} {goal.unit} {sign} {goal.limit:g}, {within}"

@@ -16,6 +16,7 @@ which knows what it was waiting for, speaks first.
 
 from __future__ import annotations
 
+READ_TIMEOUT_S = 300.0  # --read-timeout's default
 FACTOR = 3
 MARGIN_S = 10.0
 BACKSTOP_S = 30.0

@@ -10,7 +10,12 @@ to pull the reads itself, its two generators and ours waited inside every read, 
 after each wait cost a third as much again as its parse (W3 c=400, one Locust process, medians of 7
 to 9 alternated runs on a shared machine: 23.7 against 22.9 us per token; the hand-written framer
 that came before, 20.7).
-Per event this is sseclient-py's parse and one JSON parse; the rest once per request.
+Per event this is sseclient-py's parse, the decoder's JSON parse (none for the events of the typed
+APIs that carry nothing to measure) and a few appends; the rest once per request.
+
+What an event means depends on the API the request spoke: a decoder per API (bench_tasks/decoders.py:
+Chat Completions, Responses, Messages) maps each event to this Recorder's few calls (a token, the
+closing event, usage, the end, an error), and the rules below are kept here, once, for all of them.
 
 How the stream is read, where sseclient-py and the SSE specification (WHATWG HTML, "Interpreting an
 event stream") could disagree:
@@ -37,7 +42,10 @@ Definitions (docs/measurement.md#the-figures-of-a-request repeats them):
 - ``decode_s``: first content event -> the last token generated. An answer that ends by itself
   ends with a token that has no text (the end-of-sequence token; a stop string the server
   swallows): ``usage`` counts it, so its time is counted too, and it was generated when the event
-  that closes the answer (the one carrying ``finish_reason``, without text) was sent. Otherwise
+  that closes the answer (the one that says how it ended, without text: Chat Completions'
+  ``finish_reason`` chunk; on the typed APIs the first event after the last token that says the tokens
+  have ended, Messages' ``content_block_stop``, Responses' ``...done`` events, else the one that says
+  how: ``message_delta``, ``response.completed``) was sent. Otherwise
   (cut by max_tokens, or the closing event carries text) the last token is the last content event.
   llama.cpp's ``predicted_ms`` and vLLM's ``request_decode_time_seconds`` span the same: first
   sampled token to last.
@@ -84,15 +92,15 @@ Definitions (docs/measurement.md#the-figures-of-a-request repeats them):
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Iterable
 
-import orjson
 from sseclient import SSEClient
 
-from bench_tasks.errors import EMPTY_ANSWER, MALFORMED_EVENT, NO_DONE, STREAM_ERROR
+from bench_tasks.decoders import ChatDecoder
+from bench_tasks.errors import EMPTY_ANSWER, MALFORMED_EVENT, NO_DONE
 from bench_tasks.record import Record, add_flag
+from bench_tasks.statistics import quantile
 
 BUNCHED_SHARE = 0.5  # of the gaps between content events, zero (same read) above this: flag `bunched`
 BOM = b"\xef\xbb\xbf"
@@ -105,12 +113,28 @@ STALL_FLOOR_S = 0.1
 STALLS_KEPT = 5
 
 
+class _Unlogged:
+    """sseclient-py logs every event it dispatches at debug level, through its private ``_logger``; the
+    logger's level check alone cost 2-3% of the measuring path per event (a no-op here instead)."""
+
+    @staticmethod
+    def debug(*_args) -> None:
+        return None
+
+
+_UNLOGGED = _Unlogged()
+
+
 class Recorder:
     """Keeps, per event, only a timestamp and what the formulas need; the rest once per request."""
 
-    def __init__(self, t_send: float, first_event_tokens: float | None = None) -> None:
+    def __init__(self, t_send: float, first_event_tokens: float | None = None, decoder=None) -> None:
         """``first_event_tokens``: what the engine's profile knows its first content event carries
-        (llama.cpp: the one token its prompt step sampled), used when no per-event usage says."""
+        (llama.cpp: the one token its prompt step sampled), used when no per-event usage says.
+        ``decoder``: what the events of the request's API mean (bench_tasks/decoders.py; default: Chat
+        Completions)."""
+        self.decoder = ChatDecoder() if decoder is None else decoder
+        self._on_event = self.decoder.on_event  # bound once: it runs for every event
         self.t_send = t_send
         self.known_first_event_tokens = first_event_tokens
         self.t_headers: float | None = None
@@ -128,6 +152,7 @@ class Recorder:
         self.timings: dict | None = None
         self.finish_reason: str | None = None
         self.t_close: float | None = None  # the event that carried finish_reason
+        self._end_mark: tuple[float, int] | None = None  # (when, content events before it): see tokens_ended
         self.close_had_text = False
         self.response_id = ""
         self.done = False
@@ -146,6 +171,7 @@ class Recorder:
         event gets the arrival time of the chunk that completes it."""
         whole = [b""]  # SSEClient's source: the whole events the chunk just read completed
         parser = SSEClient(whole)
+        parser._logger = _UNLOGGED  # noqa: SLF001 - see _Unlogged
         held = b""  # the start of an event whose blank line is yet to come
         first, cr_ended = True, False  # cr_ended: the chunk before ended with a CR
         try:
@@ -174,85 +200,65 @@ class Recorder:
             self._fail(MALFORMED_EVENT, f"not UTF-8: {exc.object[max(0, exc.start - 80):exc.end + 80]!r}")
 
     def _parse(self, parser: SSEClient) -> bool:
-        """The events in the parser's source, one by one; False: [DONE] or an error ended the stream."""
+        """The events in the parser's source, one by one; False: the stream's end or an error ended it."""
+        on_event = self._on_event
         for event in parser.events():
-            if not self._on_event(event.data):
+            if not on_event(self, event):
                 return False
         return True
 
-    def _on_event(self, data: str) -> bool:
-        if data == "[DONE]":
-            self.done = True
-            return False
-        if not data:  # dispatched by the specification, but nothing in it
-            return True
+    # -- what the decoder says of each event (bench_tasks/decoders.py) --
+    def token(self, text: str | None, answer, tools: list | None = None, usage: dict | None = None) -> None:
+        """An event that carries generated text: answer text (``answer`` true), reasoning, or a tool
+        call's fragments (``tools``); ``usage``: its own, where the server sends one per event."""
         t = self._t
-        try:
-            obj = orjson.loads(data)  # a fourth of json.loads's time: this runs for every event
-        except ValueError:
-            return self._fail(MALFORMED_EVENT, data[:200])
-        if not isinstance(obj, dict):
-            return self._fail(MALFORMED_EVENT, data[:200])
-        if obj.get("error") is not None:
-            return self._fail(STREAM_ERROR, json.dumps(obj["error"])[:300])
-        usage, choices = obj.get("usage"), obj.get("choices")
-        if (usage and not isinstance(usage, dict)) or (choices and not isinstance(choices, list)):
-            return self._fail(MALFORMED_EVENT, data[:200])
-        if usage:
-            self.usage = usage
-        if not self.response_id and obj.get("id"):
-            self.response_id = str(obj["id"])
-        try:  # free when nothing raises: the shapes are checked only when a server sends nonsense
-            for choice in choices or ():
-                self._on_choice(choice, usage, t)
-        except (AttributeError, TypeError):  # a choice, delta or tool call that is not an object
-            return self._fail(MALFORMED_EVENT, data[:200])
-        if obj.get("timings"):
-            self.timings = obj["timings"]
-        return True
+        if self.t_first_answer is None and answer:
+            self.t_first_answer = t
+        times = self.event_times
+        if not times:
+            self.first_event_usage, self.first_event_lateness = usage, self._lateness
+        elif t == times[-1]:  # one chunk, one stamp: the same read
+            self.bunched_events += 1
+        times.append(t)
+        if text:
+            self._pieces.append(text)
+        if tools:
+            self._tool_deltas.append(tools)
 
-    def _on_choice(self, choice: dict, usage: dict | None, t: float) -> None:
-        delta = choice.get("delta")
-        if delta is None:  # /v1/completions
-            answer = text = choice.get("text")
-            tool_calls = None
-        else:
-            answer = delta.get("content")
-            text = answer or delta.get("reasoning_content") or delta.get("reasoning")
-            tool_calls = delta.get("tool_calls")
-        if text and not isinstance(text, str):
-            raise TypeError("text that is not a string")
-        if text or (tool_calls and _has_tool_text(tool_calls)):
-            if self.t_first_answer is None and (answer or tool_calls):
-                self.t_first_answer = t
-            if not self.event_times:
-                self.first_event_usage, self.first_event_lateness = usage, self._lateness
-            elif t == self.event_times[-1]:  # one chunk, one stamp: the same read
-                self.bunched_events += 1
-            self.event_times.append(t)
-            if text:
-                self._pieces.append(text)
-            if tool_calls:
-                self._tool_deltas.append(tool_calls)
-        elif tool_calls:  # e.g. an id/type-only first fragment: keep it for assembly
-            self._tool_deltas.append(tool_calls)
-        if choice.get("finish_reason") and self.t_close is None:
-            self.finish_reason = choice["finish_reason"]
-            self.t_close, self.close_had_text = t, bool(text or tool_calls)
+    def tool_fragment(self, tools: list) -> None:
+        """A tool call's fragment without text (its id): kept for the assembly, not a token."""
+        self._tool_deltas.append(tools)
+
+    def tokens_ended(self) -> None:
+        """An event that says the answer's tokens have ended, before the one that says how (Responses'
+        ``...done`` events before ``response.completed``, which vLLM may send milliseconds later): the
+        answer closed there, unless a token came after it (vLLM closes the reasoning mid-answer)."""
+        if self._end_mark is None or self._end_mark[1] != len(self.event_times):
+            self._end_mark = (self._t, len(self.event_times))
+
+    def close(self, finish_reason: str, had_text: bool) -> None:
+        """The event that says how the answer ended; the first one counts. It closed the answer, unless
+        an event after the last token said the tokens had ended before it."""
+        if self.t_close is None:
+            mark = self._end_mark
+            t = mark[0] if mark is not None and mark[1] == len(self.event_times) else self._t
+            self.finish_reason, self.t_close, self.close_had_text = finish_reason, t, had_text
 
     def _fail(self, error: str, detail: str) -> bool:
         self.error, self.error_detail = error, detail
         return False
 
-    def fail(self, error: str, detail: str = "") -> None:
-        """A transport failure seen by the caller (disconnect, timeout...); the first error wins."""
+    def fail(self, error: str, detail: str = "") -> bool:
+        """A failure, seen by the decoder or the caller (disconnect, timeout...): the first error wins.
+        False: read no further."""
         if not self.error:
             self._fail(error, detail)
+        return False
 
     def end(self, t: float) -> None:
         self.t_end = t
         if not self.error and not self.done:
-            self._fail(NO_DONE, "the stream ended without data: [DONE]")
+            self._fail(NO_DONE, f"the stream ended without {self.decoder.end_event}")
         if not self.error and not self.event_times:
             self._fail(EMPTY_ANSWER, "no event carried content, reasoning or tool-call text")
 
@@ -268,6 +274,7 @@ class Recorder:
     def fill(self, record: Record) -> Record:
         """Write the measured figures into ``record``; missing figures stay None."""
         record.ok = not self.error
+        record.api = self.decoder.api
         record.error, record.error_detail = self.error, self.error_detail
         record.done, record.finish_reason = self.done, self.finish_reason
         record.request_id = record.request_id or self.response_id
@@ -422,14 +429,6 @@ def is_bunched(content_events: int, bunched_events: int, draft_accepted: int = 0
     return gaps >= 2 and lumped > BUNCHED_SHARE * gaps
 
 
-def _has_tool_text(tool_calls: list) -> bool:
-    for call in tool_calls:
-        function = call.get("function") or {}
-        if function.get("name") or function.get("arguments"):
-            return True
-    return False
-
-
 def assemble_tool_calls(deltas: list[list]) -> list[dict]:
     """Join streamed tool-call fragments by index: the name once, the arguments concatenated."""
     calls: dict[int, dict] = {}
@@ -455,11 +454,3 @@ def _with_lf(chunk: bytes, after_cr: bool) -> tuple[bytes, bool]:
 
 def _since(t: float | None, t0: float) -> float | None:
     return None if t is None else t - t0
-
-
-def quantile(sorted_values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), on a sorted list."""
-    position = (len(sorted_values) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)

@@ -44,6 +44,7 @@ class Job:
     concurrency: int = 1
     release_at: float | None = None  # barrier phases: when to send, in the coordinator's clock
     students: int | None = None  # classroom: the class seated when the job was handed out
+    offered_rps: float | None = None  # open loop: the rate its step offers (release_at is when it is due)
 
 
 @dataclass

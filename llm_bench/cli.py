@@ -4,7 +4,7 @@
     llm-bench run paste [--host URL] [--users N] [--size 4k] [--requests N] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
     llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
-    llm-bench report DIR
+    llm-bench report DIR  |  llm-bench report PATH... --out DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
     llm-bench sim [--port 8000] [simulated engine options]
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import locustfiles
-from bench_tasks import options, run_failure, server, stall
-from llm_bench import headless, progress, selftest
+from bench_tasks import options, run_failure, run_mark, server, stall
+from llm_bench import gathering, headless, progress, selftest
 from llm_bench.headless import RunFailed, UsageError
 
 
@@ -66,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                 options.CAPACITY, run_capacity)
 
     report = commands.add_parser("report", help="write summary.md/.csv, charts and report.html for a run")
-    report.add_argument("run_dir", help="a run's output directory")
+    report.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a run's output directory; with --out, the workers' own files (worker-HOST-PID.jsonl) of "
+                             "a run whose master was lost, and the directories holding them or the master's files")
+    report.add_argument("--out", help="the directory the PATHs' files are copied into and the report written to")
     report.set_defaults(handler=run_report)
 
     compare = commands.add_parser("compare", help="several setups side by side")
@@ -91,11 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
 def at_the_edge(args: argparse.Namespace) -> argparse.Namespace:
     """Paths made absolute and the host made a base URL, once: nothing past here depends on the
     working directory (Locust runs in the output directory) or on how the URL was spelled."""
-    for name in ("out", "run_dir"):
+    if getattr(args, "out", None):
+        args.out = str(Path(args.out).resolve())
+    for name in ("run_dirs", "paths"):
         if getattr(args, name, None):
-            setattr(args, name, str(Path(getattr(args, name)).resolve()))
-    if getattr(args, "run_dirs", None):
-        args.run_dirs = [str(Path(d).resolve()) for d in args.run_dirs]
+            setattr(args, name, [str(Path(d).resolve()) for d in getattr(args, name)])
     if hasattr(args, "host"):
         host = args.host or os.environ.get("OPENAI_BASE_URL", "")
         args.host = server.base_url(host) if host else None
@@ -156,7 +159,7 @@ def run_capacity(args, argv: list[str]) -> int:
     print(f"search ran in {time.perf_counter() - started:.0f} s")
     if run.recorded:
         records, _info = load.load_run(run.out_dir)
-        steps = capacity.steps(records, given.slo)
+        steps = capacity.steps(records, given.slo, load.load_overdue(run.out_dir))
         print(capacity.format_steps(steps, given.slo))
         print(capacity.conclusion(steps, given.slo))
     write_report(run)
@@ -184,16 +187,20 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
     headless.check_engine(args.engine)
-    read_timeout_s = options.values(args, args.command).read_timeout
-    settings = {"workload": getattr(args, "workload", args.command), "options": options.settings(args, args.command)}
+    given = options.values(args, args.command)
+    mark = given.repeat_mark or run_mark.draw()  # one per invocation, handed to Locust and through it to its workers
+    settings = {"workload": getattr(args, "workload", args.command), "options": options.settings(args, args.command),
+                "run_mark": mark}
+    handed = options.locust_argv(args, args.command) + ([] if given.repeat_mark else ["--run-mark", mark])
     failure = None
     with headless.target_server(args.host, out_dir, sim_options) as url:
         models = headless.check_server(url, api_key, args.model)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, settings)
         print(f"measuring {url}" + ("" if args.host else " (the built-in simulated engine)"), flush=True)
+        print(mark_line(mark, given.repeat_mark is not None), flush=True)
         try:
-            headless.run_locust(locustfile, url, out_dir, users, options.locust_argv(args, args.command), api_key,
-                                run_time_s=run_time_s, watch=plan, stall_s=stall.backstop_s(read_timeout_s, idle_s))
+            headless.run_locust(locustfile, url, out_dir, users, handed, api_key,
+                                run_time_s=run_time_s, watch=plan, stall_s=stall.backstop_s(given.read_timeout, idle_s))
         except RunFailed as exc:
             failure = exc
     try:
@@ -207,6 +214,14 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
         print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
     return Measured(out_dir, len(record_sets.failed(record_sets.measured(records))), True, failure)
+
+
+def mark_line(mark: str, repeated: bool) -> str:
+    if repeated:
+        return (f"run mark {mark}, repeated on purpose (--repeat-mark): the same texts as the run that used it, "
+                "meant to be served from the server's cache")
+    return (f"run mark {mark}: it opens every prompt, so that nothing is served from an earlier run's cache "
+            f"(--repeat-mark {mark} sends the same texts again)")
 
 
 def write_report(run: Measured) -> None:
@@ -232,11 +247,16 @@ def exit_status(args, run: Measured) -> int:
 def run_report(args, argv: list[str]) -> int:
     from analysis import load, report
 
+    run_dir, said = gathering.run_directory([Path(p) for p in args.paths], Path(args.out) if args.out else None)
+    for line in said:
+        print(line)
     try:
-        paths = report.write_report(Path(args.run_dir))
+        written = report.write_report(run_dir)
     except load.RunDirError as exc:
         raise UsageError(str(exc)) from None
-    for path in paths:
+    for line in written.said:
+        print(line)
+    for path in written:
         print(path)
     return 0
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bench_tasks import agent
-from bench_tasks.figures import shown
+from bench_tasks.formatting import shown
 from bench_tasks.live_table import LiveTable
 from bench_tasks.records_file import PROGRESS_JSONL, RECORDS_JSONL
 

@@ -27,8 +27,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load import load_run
+from analysis.records import has_flag, ok_mask
 from bench_tasks import chat, engine, options
-from bench_tasks.figures import shown
+from bench_tasks.formatting import shown
 from bench_tasks.payload import chat_body, encode
 from llm_bench import headless
 
@@ -173,7 +174,7 @@ def read_bare(workload: Workload, model: str, url: str, out_dir: Path, cpu: int 
 
 def write_bare_body(workload: Workload, model: str, path: Path) -> None:
     """The body llm-bench sends the simulated engine in this workload, for a reader of the same streams."""
-    body = chat_body(model, chat.messages(chat.QUESTIONS[0], "run 1"), workload.tokens, ignore_eos=True,
+    body = chat_body(model, chat.messages(chat.QUESTIONS[0], "(run 1)"), workload.tokens, ignore_eos=True,
                      extras=engine.profile("sim").extras())
     path.write_bytes(encode(body))
 
@@ -205,7 +206,7 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
     when the engine wrote it, both on the machine's monotonic clock. The engine's delay in reading the
     request after the client sent it (``engine_read_lag``) is part of every client's first token and
     not the client's error: it is shown apart (a loaded simulated engine reads requests late too)."""
-    measured = records[(records["scenario"] == "chat") & records["ok"].fillna(False)]
+    measured = records[(records["scenario"] == "chat") & ok_mask(records)]
     joined = measured.set_index("request_id").join(truth.add_suffix("_true").set_index("request_id_true"),
                                                    how="inner")
     t_first = joined["t_send"].astype(float) + joined["ttft_s"].astype(float)
@@ -219,9 +220,9 @@ def accuracy(records: pd.DataFrame, truth: pd.DataFrame, client: dict) -> dict:
     delivered, true = tokens / delivered_span, joined["completion_tokens_true"].sum() / true_span
     all_tokens = records["completion_tokens"].astype(float).sum()
     cpu_s, wall_s = client.get("run_cpu_s"), client.get("run_wall_s")
-    saturated = int(measured["flags"].fillna("").str.contains("client_saturated").sum())
+    saturated = int(has_flag(measured, "client_saturated").sum())
     late = ttft_err.abs() > TTFT_ERROR_LIMIT_S
-    flagged = joined["flags"].fillna("").str.contains("client_saturated")
+    flagged = has_flag(joined, "client_saturated")
     row = {
         "requests": len(joined),
         "ttft_err_p50_ms": ttft_err.median() * 1000,

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import gevent
 
+from bench_tasks.statistics import median
+
 TRUST_LIMIT_S = 0.040  # a first-token stamp this coarse, or a loop this late: selftest's TTFT error limit
 CPU_WINDOW_S = 0.5  # CPU share over a longer window than one sample: a short spike is not a trend
 
@@ -93,7 +95,7 @@ class Guard:
         return {
             **run,
             "samples": len(lags),
-            "lag_p50_s": lags[len(lags) // 2],
+            "lag_p50_s": median(lags),
             "lag_max_s": lags[-1],
             "cpu_mean": sum(shares) / len(shares),
             "lagging_samples": len(self._saturated_times),

@@ -28,6 +28,11 @@ Options: Locust hands the parsed options to workers when a run starts (docs/locu
 so every process reads the same text. The web UI's start form writes text into them that no parser has
 read: ``options`` reads them through their parsers, and a text a parser refuses fails the run when it
 starts (failure.py), saying which option and why.
+
+One mark opens every prompt of a run (bench_tasks.run_mark): the one given (--run-mark, which llm-bench
+hands over, or --repeat-mark), else one drawn when the run's options are first read where the run starts
+(the local runner, or the master before its spawn messages, which carry it to every worker); a mark drawn
+so is forgotten when the run stops, so that the web UI's next run has one of its own.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import locust
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench_tasks import options as option_table
+from bench_tasks import run_mark
 from bench_tasks.suite import Coordinator
 from locustfiles import failure, guard, messaging, target, transport
 from locustfiles.activity import REPORT_KEY as QUIET_KEY
@@ -184,7 +190,10 @@ class LLMRun:
         self.activity.stop_alive()
         self.series.stop()
         self.sink.end_run()
-        self._options = None  # the next run (the web UI's start again) may have other options
+        self._options = None  # the next run (the web UI's start again) may have other options, and its own mark
+        parsed = environment.parsed_options
+        if getattr(parsed, "run_mark_drawn", False):
+            parsed.run_mark, parsed.run_mark_drawn = None, False
         self.running = False
 
     def _quitting(self, environment, **_kwargs) -> None:
@@ -217,7 +226,10 @@ class LLMRun:
     def options(self) -> option_table.Values:
         """This run's options, typed (ValueError naming the option whose text its parser refuses)."""
         if self._options is None:
-            self._options = option_table.values(self.environment.parsed_options)
+            parsed = self.environment.parsed_options
+            if not getattr(parsed, "run_mark", None) and not getattr(parsed, "repeat_mark", None):
+                parsed.run_mark, parsed.run_mark_drawn = run_mark.draw(), True
+            self._options = option_table.values(parsed)
         return self._options
 
     def target(self) -> target.Target:

@@ -11,7 +11,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from bench_tasks import figures
+from bench_tasks import formatting
 from bench_tasks.live_table import COLUMNS, LiveTable
 from bench_tasks.records_file import read_jsonl, write_csv
 from locustfiles.sink import RecordsSink
@@ -71,11 +71,11 @@ class LLMTab:
 
 
 def _display(row: dict) -> dict:
-    """Rounded for the eye only; a missing figure shows as figures.MISSING, never 0."""
+    """Rounded for the eye only; a missing figure shows as formatting.MISSING, never 0."""
     shown = {}
     for key, value in row.items():
         if value is None:
-            shown[key] = figures.MISSING
+            shown[key] = formatting.MISSING
         elif isinstance(value, float):
             shown[key] = round(value, 3 if key.endswith("_s") else 1)
         else:

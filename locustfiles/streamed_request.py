@@ -3,7 +3,10 @@
 The request's clock starts when its bytes leave (transport.StampedSocket), not when Locust is asked to
 send. A request that meets a kept-alive connection the server had closed without answering (llama.cpp
 closes it after each streamed answer) is sent once more, on a new connection: the first attempt shows
-as RECONNECT in Locust's live view, never as a failure, and nothing is timed twice. A failed request
+as RECONNECT in Locust's live view, never as a failure, and nothing is timed twice (the record's clock
+starts at the second send). A connection that dies later, with the request in the server's hands (a
+server that crashed while the request waited for a slot), is not resent: the request failed
+(transport.closed_before_response). A failed request
 gets its error class (bench_tasks.errors) from the transport, the HTTP answer or the stream. Locust's
 own stats get an end-to-end entry (name = phase) and a TTFT entry per request: the live view only,
 never a figure of ours.
@@ -32,7 +35,7 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
         t_send = time.perf_counter()
         with user.client.request("POST", path, data=payload, headers=headers, name=record.phase, stream=True,
                                  catch_response=True) as resp:
-            if attempt == 1 and transport.closed_before_response(resp):
+            if attempt == 1 and transport.closed_before_response(resp, t_send, time.perf_counter()):
                 resp.request_meta["request_type"] = "RECONNECT"  # visible live, not a failure
                 resp.success()
                 continue

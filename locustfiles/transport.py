@@ -195,6 +195,7 @@ class StampedSocket(gevent.socket.socket):
     """
 
     t_sent: float | None = None
+    t_first_sent: float | None = None  # the connection's first request: one sent before it is a kept-alive one's
     t_received: float | None = None  # perf_counter; None when the last read carried no kernel stamp
     lateness: float | None = None  # the read's time minus t_received: how long its newest bytes waited
     _drained = False  # the last read took everything the kernel had
@@ -209,6 +210,8 @@ class StampedSocket(gevent.socket.socket):
     def sendall(self, data, flags=0):
         self._drained = True  # the answer is yet to come
         self.t_sent = time.perf_counter()
+        if self.t_first_sent is None:
+            self.t_first_sent = self.t_sent
         self.t_received = self.lateness = None  # a new request: nothing of it has arrived yet
         self.late_bound_s = None if KERNEL_STAMPS or not self._turns.watching else 0.0
         self._t_read = self.t_sent  # no answer came before its request
@@ -410,13 +413,29 @@ def stamp_connections(session, watchers_: Watchers) -> None:
     agent.clientpool = StampedClientPool(watchers_, **agent.clientpool.client_args)
 
 
-def closed_before_response(response) -> bool:
-    """The server closed a kept-alive connection and answered nothing: the request never ran.
+# A kept-alive connection the server had already closed shows it within a round trip of the send (its FIN,
+# or its RST to our bytes); a server that dies while a request waits for a slot closes it later.
+STALE_CLOSE_S = 0.1
+STALE_CLOSE_RTTS = 4
 
-    llama.cpp's server closes the connection after each streamed answer while announcing
-    keep-alive (docs/engines.md#llamacpp-keep-alive), so the next request on it meets a closed
-    socket. Such a request is sent again.
+
+def closed_before_response(response, t_send: float, now: float) -> bool:
+    """The server had closed a kept-alive connection and answered nothing: the request never ran, and is
+    sent again.
+
+    llama.cpp's server closes the connection after each streamed answer while announcing keep-alive
+    (docs/engines.md#llamacpp-keep-alive); the pool drops a connection whose close has arrived before it
+    hands it out, but one whose close is still on its way meets our request. Only a connection that carried
+    an earlier request (``t_first_sent`` before this request's ``t_send``), closed within a round trip of the
+    send (``STALE_CLOSE_S``, or ``STALE_CLOSE_RTTS`` of its measured round trip when longer): a fresh
+    connection closed unanswered, or one closed later (the server died while the request waited for a slot),
+    is a failed request (``disconnect``), never hidden behind a second send.
     """
     error = getattr(response, "error", None)
-    return not response.status_code and isinstance(error, (HTTPConnectionClosed, ConnectionResetError,
-                                                            BrokenPipeError))
+    if response.status_code or not isinstance(error, (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError)):
+        return False
+    sock = request_socket(t_send)
+    if sock is None or sock.t_first_sent is None or sock.t_first_sent >= t_send:
+        return False
+    within = max(STALE_CLOSE_S, STALE_CLOSE_RTTS * (tcp_rtt_s(sock) or 0.0))
+    return now - sock.t_sent <= within

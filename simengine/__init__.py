@@ -11,8 +11,32 @@ Use:
 
 Endpoints: GET /health, /v1/models, /metrics (vLLM names; gauges vllm:num_requests_running,
 vllm:num_requests_waiting, vllm:kv_cache_usage_perc = tokens held by admitted requests / kv_tokens);
-POST /v1/chat/completions, /v1/completions (stream or not), /tokenize (llama.cpp `content` or vLLM
-`prompt`/`messages`).
+POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI Responses), /v1/messages (Anthropic
+Messages) (stream or not), /tokenize (llama.cpp `content` or vLLM `prompt`/`messages`).
+
+The other APIs (simengine.conversation, simengine.sse): a Responses or Messages request's conversation
+becomes chat messages and tools (instructions or system first; Responses' function_call and
+function_call_output items, Messages' tool_use and tool_result blocks as the assistant's tool calls and
+tool messages), rendered with the one chat template, so the same conversation is the same prompt and
+the same answer on every API, as llama.cpp and vLLM convert them. Limits: `max_output_tokens` and
+`stop` (Responses), `max_tokens` and `stop_sequences` (Messages), `ignore_eos` and the thinking switch
+(`chat_template_kwargs`) on both. They stream their typed events (an `event:` line, then `data:` with
+the same `type`) in llama.cpp's sequence, with two differences: the opening events (Messages'
+message_start with the prompt's usage: input_tokens, cache_read_input_tokens, output_tokens 0;
+Responses' response.created and response.in_progress) are written when the request takes its slot
+(`t_first_byte`), as vLLM writes them, not with the first token as llama.cpp does; and each token event
+is its own write. A block or item opens with its first token (content_block_start, or
+response.output_item.added and response.content_part.added, written together with the first delta):
+thinking or a reasoning item first, then text or the tool call (tool_use with its name; a function_call
+item with its name and call_id `fc_<id>`), whose header event is the name's token. The end, in one
+write: Messages' content_block_stop per block, message_delta (stop_reason end_turn, max_tokens or
+tool_use; usage.output_tokens) and message_stop; Responses' ...done events and response.completed with
+the usage (input_tokens, output_tokens, input_tokens_details.cached_tokens,
+output_tokens_details.reasoning_tokens) and llama.cpp's `timings` beside the response, status
+`completed` also when max_output_tokens cut the answer (as llama.cpp). Always with usage (stream_options
+is Chat Completions'), never per event. Faults: error_event is an `error` event and no end; no_done
+leaves out message_stop or response.completed; no_usage every usage; keepalive sends Messages' `ping`
+events (Responses: `: ping` comments); the others as on chat.
 
 Prefill (`prefill_mode`): concurrent (the default) reads each admitted prompt on its own at
 prefill_tps while the others decode undisturbed; batched reads prompts as llama.cpp's server loop
@@ -38,10 +62,11 @@ fragments with sub-millisecond gaps), buffered (the whole stream held and sent a
 buffering proxy or a starved event loop delivers it; the truth log keeps the generation times).
 
 Truth log (JSONL, one line per finished request, flushed per line; times are perf_counter seconds,
-CLOCK_MONOTONIC, comparable with the client's): request_id, fault, status, t_arrival (request fully
-read), t_admitted (slot taken), t_first_byte (role chunk written), t_first_token, t_last_content
-(first/last content or tool-call event written), t_last_token (the last token generated: the finish
-chunk's write when the answer ends with tokens that have no text, else t_last_content), n_events,
+CLOCK_MONOTONIC, comparable with the client's): request_id, api (chat, completions, responses or
+messages: the path it served), fault, status, t_arrival (request fully read), t_admitted (slot taken),
+t_first_byte (role chunk written; message_start, response.created), t_first_token, t_last_content
+(first/last content, reasoning or tool-call event written), t_last_token (the last token generated: the
+closing write's when the answer ends with tokens that have no text, else t_last_content), n_events,
 prompt_tokens, cached_tokens, completion_tokens (every token generated), first_event_tokens,
 closing_tokens (generated after the last content event, without text: the end-of-sequence token of an
 answer that ended by itself, or a stop string), tokens_per_event, draft_n, draft_n_accepted

@@ -48,8 +48,9 @@ HELP = {
     "answer_tokens_min": "shortest natural answer in tokens",
     "answer_tokens_max": "longest natural answer in tokens",
     "stall_s": "seconds the stall fault stays silent before closing",
-    "reasoning_tokens": "a thinking model: reasoning tokens (delta.reasoning_content) before each chat answer "
-                        "(0: off); a request with chat_template_kwargs enable_thinking false gets none",
+    "reasoning_tokens": "a thinking model: reasoning tokens (delta.reasoning_content; Responses' reasoning_text, "
+                        "Messages' thinking) before each chat answer (0: off); a request with chat_template_kwargs "
+                        "enable_thinking false gets none",
     "kv_tokens": "KV cache capacity in tokens, for vllm:kv_cache_usage_perc (tokens held by admitted requests "
                  "over this; admission ignores it)",
 }

@@ -26,7 +26,7 @@ from time import perf_counter
 
 from simengine.answer import Answer
 from simengine.connection import Connection
-from simengine.sse import ChunkEncoder
+from simengine.sse import ChunkEncoder, MessagesEncoder, ResponsesEncoder
 
 FAULT_AFTER_EVENTS = 3  # mid-stream faults strike after this many content events (or the last one)
 PAUSES_KEPT = 1000  # per request; n_pauses counts them all
@@ -34,7 +34,8 @@ QUEUED, PREFILL, DECODING, STALLED, DONE = "queued", "prefill", "decoding", "sta
 
 
 class Generation:
-    def __init__(self, engine, connection: Connection, request_id: str, answer: Answer, encoder: ChunkEncoder, *,
+    def __init__(self, engine, connection: Connection, request_id: str, answer: Answer,
+                 encoder: ChunkEncoder | ResponsesEncoder | MessagesEncoder, *,
                  stream: bool, include_usage: bool, continuous_usage: bool, fault: str | None,
                  prompt_tokens: int, block_hashes: list[int], t_arrival: float, stall_s: float) -> None:
         self.engine = engine
@@ -80,7 +81,8 @@ class Generation:
         self.cached_tokens = engine.cached_tokens(self.block_hashes, self.prompt_tokens)
         if self.stream:
             headers = {"x-request-id": self.request_id, "cache-control": "no-cache"}
-            usage = self.usage() if self.continuous_usage else None
+            # Messages' message_start carries the prompt's usage; a chat role chunk only with continuous usage.
+            usage = self.usage() if self.continuous_usage or (self.include_usage and self.encoder.start_usage) else None
             self.t_first_byte = self.connection.start_stream(200, "text/event-stream", headers,
                                                              self.encoder.role(usage))
             self._ping()
@@ -173,8 +175,8 @@ class Generation:
             self.state = STALLED
             self.engine.scheduler.call_at(perf_counter() + self.stall_s, Generation._on_stall_end, self)
         elif fault == "error_event" and self.stream:
-            self.connection.send_chunk(self.encoder.error("simulated engine error (fault error_event)"))
-            self.connection.send_chunk(self.encoder.done())
+            for payload in self.encoder.failure("simulated engine error (fault error_event)"):
+                self.connection.send_chunk(payload)
             self._end("error")
             self.connection.end_stream()
         elif fault == "malformed" and self.stream:
@@ -206,38 +208,17 @@ class Generation:
             self._end(reason)
             self.connection.send_json(200, body, {"x-request-id": self.request_id})
             return
-        send = self.connection.send_chunk
-        encoder = self.encoder
-        usage_chunk = self.include_usage
-        timings_on_finish = None if usage_chunk or self.fault == "no_usage" else self.timings()
+        usage = self.usage() if self.include_usage else None
+        timings = None if self.fault == "no_usage" else self.timings()
         finish_usage = self.usage() if self.continuous_usage else None
-        send(encoder.chunk({}, reason, finish_usage, timings_on_finish))
-        if usage_chunk:
-            send(encoder.usage_only(self.usage(), self.timings()))
-        if self.fault != "no_done":
-            send(encoder.done())
+        for payload in self.encoder.closing(reason, finish_usage, usage, timings, self.fault != "no_done"):
+            self.connection.send_chunk(payload)
         self._end(reason)
         self.connection.end_stream()
 
     def _body(self, reason: str) -> dict:
-        answer = self.answer
-        if self.encoder.chat:
-            message = {"role": "assistant", "content": answer.text if answer.tool_name is None else None}
-            if answer.reasoning_tokens:
-                message["reasoning_content"] = answer.reasoning_text
-            if answer.tool_name is not None:
-                message["tool_calls"] = [{"id": answer.tool_call_id, "type": "function",
-                                          "function": {"name": answer.tool_name, "arguments": answer.text}}]
-            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
-            kind = "chat.completion"
-        else:
-            choice = {"index": 0, "text": answer.text, "logprobs": None, "finish_reason": reason}
-            kind = "text_completion"
-        body = {**self.encoder.base, "object": kind, "choices": [choice]}
-        if self.fault != "no_usage":
-            body["usage"] = self.usage()
-            body["timings"] = self.timings()
-        return body
+        usage = None if self.fault == "no_usage" else self.usage()
+        return self.encoder.body(self.answer, reason, usage, None if usage is None else self.timings())
 
     def _end(self, finish_reason: str | None, status: int = 200) -> None:
         """Log the truth; called before the response's last bytes, so a client that has seen the
@@ -295,7 +276,7 @@ class Generation:
         decode_s = (self.t_last_token - self.t_first_token) if self.t_first_token is not None else 0.0
         after_first = self.completion_tokens - self.first_event_tokens
         return {
-            "request_id": self.request_id, "fault": self.fault, "status": status,
+            "request_id": self.request_id, "api": self.encoder.api, "fault": self.fault, "status": status,
             "t_arrival": self.t_arrival, "t_admitted": self.t_admitted, "t_first_byte": self.t_first_byte,
             "t_first_token": self.t_first_token, "t_last_content": self.t_last_content,
             "t_last_token": self.t_last_token, "n_events": self.n_events,

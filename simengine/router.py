@@ -1,4 +1,5 @@
-"""HTTP routes of the sim: OpenAI-compatible completions plus vLLM/llama.cpp side endpoints."""
+"""HTTP routes of the sim: OpenAI-compatible completions, Responses and Anthropic Messages, plus vLLM/llama.cpp
+side endpoints."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from time import perf_counter
 from simengine.answer import Question, plan_answer
 from simengine.config import FAULT_KINDS, FAULT_MODEL_PREFIX, RESPONSE_FAULTS, SimConfig
 from simengine.connection import Connection, HttpRequest, Splitter, error_body
+from simengine.conversation import ConversationError, from_messages, from_responses
 from simengine.engine import Engine
 from simengine.generation import Generation
-from simengine.sse import ChunkEncoder
+from simengine.sse import ChunkEncoder, MessagesEncoder, ResponsesEncoder
 from simengine.tokenizer import message_text, render_chat, tokenize
+
+
+ID_PREFIXES = {"chat": "chatcmpl-", "completions": "cmpl-", "responses": "resp_", "messages": "msg_"}
 
 
 class RequestError(Exception):
@@ -41,6 +46,8 @@ class Router:
             ("POST", "/tokenize"): self.tokenize,
             ("POST", "/v1/chat/completions"): self.chat_completions,
             ("POST", "/v1/completions"): self.completions,
+            ("POST", "/v1/responses"): self.responses,
+            ("POST", "/v1/messages"): self.messages,
         }
 
     def handle(self, connection: Connection, request: HttpRequest) -> None:
@@ -91,50 +98,74 @@ class Router:
     # -- completions --
     def chat_completions(self, connection: Connection, request: HttpRequest) -> None:
         body = read_json(request)
-        messages = require_messages(body)
-        tools = body.get("tools") or None
+        self._chat(connection, request, body, "chat", require_messages(body), body.get("tools") or None,
+                   body.get("max_completion_tokens") or body.get("max_tokens"), body.get("stop"))
+
+    def responses(self, connection: Connection, request: HttpRequest) -> None:
+        body = read_json(request)
+        messages, tools = conversation(from_responses, body)
+        self._chat(connection, request, body, "responses", messages, tools, body.get("max_output_tokens"),
+                   body.get("stop"))
+
+    def messages(self, connection: Connection, request: HttpRequest) -> None:
+        body = read_json(request)
+        messages, tools = conversation(from_messages, body)
+        self._chat(connection, request, body, "messages", messages, tools, body.get("max_tokens"),
+                   body.get("stop_sequences"))
+
+    def _chat(self, connection: Connection, request: HttpRequest, body: dict, api: str, messages: list,
+              tools: list | None, max_tokens, stop) -> None:
+        """A conversation, whichever API carried it: one chat template, one answer."""
         users = [m for m in messages if m.get("role") == "user"]
         last_user_text = message_text(users[-1].get("content")) if users else ""
         self._complete(connection, request, body, render_chat(messages, tools), last_user_text,
-                       messages[-1].get("role", "user"), tools, chat=True, thinking=thinks(body))
+                       messages[-1].get("role", "user"), tools, api, max_tokens, stop, thinking=thinks(body))
 
     def completions(self, connection: Connection, request: HttpRequest) -> None:
         body = read_json(request)
         if "prompt" not in body:
             raise RequestError(400, "`prompt` is required")
         text = prompt_text(body["prompt"])
-        self._complete(connection, request, body, text, text, "user", None, chat=False)
+        self._complete(connection, request, body, text, text, "user", None, "completions",
+                       body.get("max_completion_tokens") or body.get("max_tokens"), body.get("stop"))
 
     def _complete(self, connection: Connection, request: HttpRequest, body: dict, text: str, last_user_text: str,
-                  last_role: str, tools: list | None, chat: bool, thinking: bool = False) -> None:
+                  last_role: str, tools: list | None, api: str, max_tokens, stop, thinking: bool = False) -> None:
         config = self.config
         self.counter += 1
-        request_id = f"{'chatcmpl' if chat else 'cmpl'}-sim{self.id_prefix}{self.counter:07d}"
+        request_id = f"{ID_PREFIXES[api]}sim{self.id_prefix}{self.counter:07d}"
         model = body.get("model")
         if model and model != config.model and not str(model).startswith(FAULT_MODEL_PREFIX):
             # Like vLLM (serving.py, _check_model): a name it does not serve is refused, not guessed.
-            self._reject(connection, request, request_id, None, 404, error_body(
+            self._reject(connection, request, request_id, api, None, 404, error_body(
                 f"The model `{model}` does not exist.", "NotFoundError", 404))
             return
         fault = self._pick_fault(request, body)
         tokens = tokenize(text)
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise RequestError(400, "max_tokens must be a positive integer")
         if len(tokens) + (max_tokens or 0) > config.ctx_len or len(tokens) >= config.ctx_len:
-            self._reject(connection, request, request_id, None, 400, error_body(
+            self._reject(connection, request, request_id, api, None, 400, error_body(
                 f"request ({len(tokens)} prompt tokens + {max_tokens or 0} max_tokens) exceeds the available "
                 f"context size ({config.ctx_len} tokens), try increasing it", "exceed_context_size_error", 400))
             return
         if fault in RESPONSE_FAULTS:
-            self._respond_fault(connection, request, request_id, fault)
+            self._respond_fault(connection, request, request_id, api, fault)
             return
         question = Question(text, last_user_text, last_role, tools, max_tokens or config.ctx_len - len(tokens),
-                            bool(body.get("ignore_eos")), stop_strings(body.get("stop")),
+                            bool(body.get("ignore_eos")), stop_strings(stop),
                             config.reasoning_tokens if thinking else 0)
         answer = plan_answer(question, config.tokens_per_event, (config.answer_tokens_min, config.answer_tokens_max))
-        stream_options = body.get("stream_options") or {}
-        encoder = ChunkEncoder(request_id, config.model, int(time.time()), chat, crlf=fault == "crlf")
+        chat_api = api in ("chat", "completions")
+        # Responses and Messages always stream their usage; Chat Completions when stream_options ask.
+        stream_options = (body.get("stream_options") or {}) if chat_api else {"include_usage": True}
+        crlf = fault == "crlf"
+        if chat_api:
+            encoder = ChunkEncoder(request_id, config.model, int(time.time()), api == "chat", crlf=crlf)
+        elif api == "responses":
+            encoder = ResponsesEncoder(request_id, config.model, int(time.time()), crlf=crlf)
+        else:
+            encoder = MessagesEncoder(request_id, config.model, crlf=crlf)
         if fault == "split":
             connection.splitter = Splitter(connection, self.engine.scheduler, random.Random(request_id))
         elif fault == "buffered" and body.get("stream"):
@@ -160,28 +191,37 @@ class Router:
             return self.fault_rng.choice(self.fault_kinds)
         return None
 
-    def _respond_fault(self, connection: Connection, request: HttpRequest, request_id: str, fault: str) -> None:
+    def _respond_fault(self, connection: Connection, request: HttpRequest, request_id: str, api: str,
+                       fault: str) -> None:
         if fault == "http500":
             body = error_body("simulated internal error (fault http500)", "server_error", 500)
-            self._reject(connection, request, request_id, fault, 500, body)
+            self._reject(connection, request, request_id, api, fault, 500, body)
         elif fault == "http429":
             body = error_body("simulated overload (fault http429)", "rate_limit_error", 429)
-            self._reject(connection, request, request_id, fault, 429, body, {"retry-after": "1"})
+            self._reject(connection, request, request_id, api, fault, 429, body, {"retry-after": "1"})
         else:
             html = b"<!DOCTYPE html><html><body><h1>Welcome</h1><p>Not an API.</p></body></html>"
-            self.engine.log_rejected(rejected_truth(request_id, fault, 200, request.t_arrival, perf_counter()))
+            self.engine.log_rejected(rejected_truth(request_id, api, fault, 200, request.t_arrival, perf_counter()))
             connection.send_body(200, html, "text/html; charset=utf-8", {"x-request-id": request_id})
 
-    def _reject(self, connection: Connection, request: HttpRequest, request_id: str, fault: str | None,
+    def _reject(self, connection: Connection, request: HttpRequest, request_id: str, api: str, fault: str | None,
                 status: int, body: dict, headers: dict | None = None) -> None:
         # Logged just before the write, so a client that has its answer finds the line.
-        self.engine.log_rejected(rejected_truth(request_id, fault, status, request.t_arrival, perf_counter()))
+        self.engine.log_rejected(rejected_truth(request_id, api, fault, status, request.t_arrival, perf_counter()))
         connection.send_json(status, body, {"x-request-id": request_id, **(headers or {})})
+
+
+def conversation(read, body: dict) -> tuple[list[dict], list[dict] | None]:
+    try:
+        return read(body)
+    except ConversationError as exc:
+        raise RequestError(400, str(exc)) from None
 
 
 def thinks(body: dict) -> bool:
     """Thinking is on unless the request switches it off as vLLM's Qwen3 template reads it
-    (`chat_template_kwargs: {"enable_thinking": false}`; the sim profile's thinking_off)."""
+    (`chat_template_kwargs: {"enable_thinking": false}`; the sim profile's thinking_off), on every API
+    (llama.cpp and vLLM pass chat_template_kwargs on from Responses and Messages requests too)."""
     kwargs = body.get("chat_template_kwargs")
     return not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
 
@@ -218,9 +258,10 @@ def prompt_text(prompt) -> str:
     return str(prompt)
 
 
-def rejected_truth(request_id: str, fault: str | None, status: int, t_arrival: float, t_response: float) -> dict:
-    return {"request_id": request_id, "fault": fault, "status": status, "t_arrival": t_arrival, "t_admitted": None,
-            "t_first_byte": t_response, "t_first_token": None, "t_last_token": None, "n_events": 0,
+def rejected_truth(request_id: str, api: str, fault: str | None, status: int, t_arrival: float,
+                   t_response: float) -> dict:
+    return {"request_id": request_id, "api": api, "fault": fault, "status": status, "t_arrival": t_arrival,
+            "t_admitted": None, "t_first_byte": t_response, "t_first_token": None, "t_last_token": None, "n_events": 0,
             "prompt_tokens": None, "cached_tokens": None, "completion_tokens": 0, "first_event_tokens": 0,
             "tokens_per_event": None, "ttft_s": None, "decode_tps": None, "reasoning_tokens": 0,
             "t_first_answer_token": None, "ttfo_s": None, "prompt_chunks": 0, "pauses": [], "n_pauses": 0,

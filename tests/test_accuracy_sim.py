@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from analysis.records import has_flag
 from tests.conftest import ROOT, load_records, read_truth, run_cli, split_cores
 
 pytestmark = pytest.mark.alone  # its figures are held to a truth: the machine to itself (tests/machine.py)
@@ -46,7 +47,7 @@ def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_even
     assert (joined["finish_reason"] == "stop").all() and (joined["closing_tokens_true"] == 1).all()
     assert (joined["first_event_tokens"].astype(float) == joined["first_event_tokens_true"].astype(float)).all()
     # Accepted draft tokens arrive back to back by the engine's design: not a lumped delivery.
-    assert not joined["flags"].str.contains("bunched").any(), joined[["bunched_events", "content_events"]]
+    assert not has_flag(joined, "bunched").any(), joined[["bunched_events", "content_events"]]
     # TTFT never stops at the role-only chunk, which the simulated engine sends at once: the client's
     # first token is nearer the true first token than the role chunk. (Headers, role chunk and first
     # token read together share one arrival stamp, so TTFT may equal TTFB, never precede it.)
@@ -78,7 +79,7 @@ def test_without_kernel_stamps_reads_are_dated_as_they_return_and_match_the_trut
     assert ttft_error_s.median() <= 0.010, ttft_error_s.describe()
     assert decode_error.median() <= 0.01, decode_error.describe()
     assert (joined["completion_tokens"] == joined["completion_tokens_true"]).all()
-    assert not measured["flags"].fillna("").str.contains("client_saturated").any()  # a client keeping up
+    assert not has_flag(measured, "client_saturated").any()  # a client keeping up
 
 
 def test_without_kernel_stamps_a_busy_client_is_flagged_by_its_event_loop_lag(start_sim, tmp_path):
@@ -93,7 +94,7 @@ def test_without_kernel_stamps_a_busy_client_is_flagged_by_its_event_loop_lag(st
     measured = load_records(out).query("scenario == 'chat'")
     assert len(measured) == 8 and measured["ttft_uncertainty_s"].isna().all()
     # Each answer takes a second or more; the loop stopped for 150 ms every 250 ms while it ran.
-    assert measured["flags"].str.contains("client_saturated").all(), measured[["flags", "e2e_s"]]
+    assert has_flag(measured, "client_saturated").all(), measured[["flags", "e2e_s"]]
 
 
 def test_run_chat_without_host_uses_the_simulated_engine(tmp_path):

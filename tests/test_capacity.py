@@ -8,8 +8,12 @@ import pytest
 from analysis import capacity as capacity_analysis
 from analysis import load
 from bench_tasks import slo
-from bench_tasks.capacity import Gallop, Ladder, Search, SearchOptions, conclude, grow, parse_step, probe_line
-from bench_tasks.capacity import walk as capacity_walk
+from bench_tasks.capacity.lines import probe_line, verdict_line
+from bench_tasks.capacity.policy import Gallop, Ladder, conclude, grow
+from bench_tasks.capacity.policy import walk as capacity_walk
+from bench_tasks.capacity.search import Search
+from bench_tasks.capacity.search_options import SearchOptions, parse_step
+from bench_tasks.capacity.time_left import TimeLeft
 from bench_tasks.record import COLUMNS, Record
 from tests.conftest import run_cli
 
@@ -194,6 +198,72 @@ def run_window(search: Search, now: list, ttfts: list[float], flags: str = "") -
     return jobs[0].phase
 
 
+def test_a_window_whose_answer_never_comes_is_judged_on_what_came_once_it_is_overdue_and_says_so():
+    now, verdicts = [0.0], []
+    # Overdue 30 + 7 = 37 s after the window closes: a question sent before the close has failed by its read
+    # timeout by then, or is lost (a worker killed mid-window, a job lost on its way).
+    options = SearchOptions(start=2, step="+2", max_students=4, resolution=2, settle_s=5.0, step_s=10.0,
+                            min_requests=3, max_step_s=10.0, read_timeout_s=30.0, record_wait_s=7.0)
+    assert options.overdue_s == 37.0
+    search = Search(options, slo.parse("ttft_p95=0.5"), clock=lambda: now[0],
+                    on_verdict=lambda step, figures: verdicts.append((step.students, figures)))
+    now[0] = 5.0
+    jobs = [search.take("classroom", user) for user in "abc"]
+    now[0] = 15.0
+    search.poll()  # the window closes at 15 s
+    for job in jobs[:2]:  # the third question never answers
+        search.record(row(phase=job.phase, students=2, ttft_s=0.1))
+        search.done(job)
+    now[0] = 15.0 + 36.9
+    search.poll()
+    assert verdicts == [] and "1 question(s) of its window in flight" in search.waiting_on()
+    now[0] = 15.0 + 37.0
+    search.poll()  # overdue: judged on the two that came
+    (students, figures), = verdicts
+    assert (students, figures["requests"], figures["overdue"], figures["outcome"]) == (2, 2, 1, slo.MEETS)
+    assert verdict_line(search.slo, 2, figures) == (
+        "2 students: TTFT p95 0.10 s (90% CI 0.10–?) (judged on what came: 1 answer(s) overdue): meets on its point "
+        "estimate (the interval still straddles the goal)")
+    assert search.phase.name == "settle-4"
+    search.done(jobs[2])  # the lost answer, late: the next step's window counts nothing of it
+    now[0] += 5.0
+    later = [search.take("classroom", user) for user in "abc"]
+    now[0] += 10.0
+    search.poll()
+    assert search.step.open == 3
+    for job in later:
+        search.record(row(phase=job.phase, students=4, ttft_s=0.1))
+        search.done(job)
+    assert verdicts[-1][1]["overdue"] == 0 and verdicts[-1][1]["requests"] == 3 and search.finished
+
+
+def test_a_window_held_on_to_keeps_the_count_of_its_overdue_answers():
+    now, verdicts = [0.0], []
+    options = SearchOptions(start=4, max_students=4, settle_s=0.0, step_s=10.0, min_requests=5, max_step_s=20.0,
+                            read_timeout_s=3.0, record_wait_s=1.0)
+    search = Search(options, slo.parse("ttft_p95=0.5"), clock=lambda: now[0],
+                    on_verdict=lambda step, figures: verdicts.append((figures["outcome"], figures["overdue"])))
+    search.poll()
+    jobs = [search.take("classroom", f"u{i}") for i in range(6)]
+    now[0] = 10.0
+    search.poll()
+    for job in jobs[1:]:
+        search.record(row(phase=job.phase, ttft_s=0.1))
+        search.done(job)
+    now[0] = 14.0
+    search.poll()  # 4 s after the close: one overdue; five cannot place a p95's upper end: the window goes on
+    assert verdicts == [(slo.UNSURE, 1)] and search.phase.name == "class-4"
+    more = [search.take("classroom", f"v{i}") for i in range(5)]
+    for job in more:
+        search.record(row(phase=job.phase, ttft_s=0.1))
+        search.done(job)
+    now[0] = 20.0
+    search.poll()  # the limit: decided on its point estimate, its first look's overdue answer still counted
+    now[0] = 21.0
+    search.poll()
+    assert verdicts[-1] == (slo.MEETS, 1) and search.judged[0][1]["requests"] == 10
+
+
 def test_a_class_refused_for_saturation_is_run_once_more_and_the_search_stops_if_refused_again():
     now = [0.0]
     options = SearchOptions(start=2, step="x2", max_students=4, settle_s=1.0, step_s=2.0, min_requests=2,
@@ -276,6 +346,29 @@ def test_analysis_gives_each_goal_s_interval_and_decides_on_it_as_the_search_doe
     assert few.loc[0, "decided_on"] == slo.BY_POINT and pd.isna(few.loc[0, "ttft_p95_high_s"])
     assert capacity_analysis.format_steps(few, goal).splitlines()[1].endswith("meets (on its point estimate)")
     assert "0.026–?" in capacity_analysis.format_steps(few, goal)  # the 26th of 30
+
+
+def test_the_report_s_steps_say_how_many_answers_each_window_was_judged_without(tmp_path):
+    import json
+
+    goal = slo.parse("ttft_p95=0.5")
+    events = [{"event": "search", "slo": "ttft_p95=0.5"},
+              {"event": "extend", "phase": "class-2", "overdue": 1, "outcome": slo.UNSURE},
+              {"event": "step", "phase": "class-2", "overdue": 1}, {"event": "step", "phase": "class-4", "overdue": 0},
+              {"event": "step", "phase": "class-8"}]  # a search from before the count: not known
+    (tmp_path / "capacity.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events) + "not json\n")
+    overdue = load.load_overdue(tmp_path)
+    assert overdue == {"class-2": 1, "class-4": 0}
+    rows = [row(phase="class-2", students=2, ttft_s=0.1, t_start=1.0) for _ in range(3)]
+    rows += [row(phase="class-4", students=4, ttft_s=0.9, t_start=2.0), row(phase="class-8", students=8, t_start=3.0)]
+    steps = capacity_analysis.steps(frame(rows), goal, overdue)
+    assert steps["overdue"].tolist()[:2] == [1, 0] and pd.isna(steps["overdue"].iloc[2])
+    long = capacity_analysis.tables(frame(rows), goal, overdue).set_index(["row", "metric"])
+    assert long.loc[("class-2", "overdue"), "median"] == 1 and long.loc[("class-2", "overdue"), "n"] == 3
+    assert pd.isna(long.loc[("class-8", "overdue"), "median"])
+    table = capacity_analysis.format_steps(steps, goal).splitlines()
+    assert table[0].split()[:4] == ["students", "requests", "failed", "overdue"] and table[1].split()[3] == "1"
+    assert "overdue" not in capacity_analysis.format_steps(capacity_analysis.steps(frame(rows), goal), goal)
 
 
 def test_a_class_that_could_not_tell_bounds_the_capacity_as_a_miss_does():
@@ -378,18 +471,18 @@ def test_by_default_the_search_probes_predicts_the_knee_starts_there_and_says_ho
     assert phases[:6] == ["probe-burst-1", "probe-burst-2", "probe-burst-4", "probe-burst-8", "probe-prompt",
                           "probe-answers"]
     assert predicted == [8] and search.server.slots == 4 and phases[-1] == "settle-8"
-    assert isinstance(search.ladder, Gallop) and search.step.number == 1
+    assert isinstance(search.policy, Gallop) and search.step.number == 1
 
     # The ETA: this step and the next (9, where the model's capacity ends), each settle + window + answer.
     total = search.remaining_s()
-    expected = search.expected_step_s(8) + search.expected_step_s(9)
+    expected = search.time_left.expected_step_s(8) + search.time_left.expected_step_s(9)
     assert total == pytest.approx(expected) and expected > 2 * (options.settle_s + options.step_s)
     now[0] += 5.0
     assert search.remaining_s() == pytest.approx(total - 5.0)
 
     run_window(search, now, [0.01] * 100)  # a p95's upper end by batch means needs 87 requests
     assert search.judged[-1][1]["outcome"] == slo.MEETS and search.phase.name == "settle-9"
-    assert search.remaining_s() == pytest.approx(search.expected_step_s(9))
+    assert search.remaining_s() == pytest.approx(search.time_left.expected_step_s(9))
     run_window(search, now, [0.01] * 40 + [0.5] * 20)
     assert search.finished and search.result() == (8, 9, slo.MISSES) and search.remaining_s() == 0.0
 
@@ -410,17 +503,18 @@ def test_a_probe_that_measured_nothing_leaves_the_search_to_the_ladder_from_two(
     search = Search(SearchOptions(max_students=16), slo.parse("ttft_p95=0.5"), clock=lambda: 0.0)
     run_probe(search.probe, FakeServer(slots=4, token_s=0.01, fail_at=1))
     search.poll()
-    assert search.server is None and isinstance(search.ladder, Ladder) and search.phase.name == "settle-2"
+    assert search.server is None and isinstance(search.policy, Ladder) and search.phase.name == "settle-2"
     assert search.remaining_s() is None
 
 
 def test_a_window_is_expected_to_last_until_the_model_s_requests_would_decide_it():
+    from bench_tasks.capacity.queue_model import ClassFigures, Prediction, Server
     from bench_tasks.classroom import ThinkTime
-    from bench_tasks.classroom_queue import ClassFigures, Prediction, Server
 
-    search = Search(SearchOptions(start=4, step_s=10.0, max_step_s=160.0, settle_s=5.0, min_requests=10),
-                    slo.parse("ttft_p95=0.5"), clock=lambda: 0.0)
-    search.prediction = Prediction(Server(slots=4, token_s=0.01), ThinkTime(), search.slo)
+    goal = slo.parse("ttft_p95=0.5")
+    prediction = Prediction(Server(slots=4, token_s=0.01), ThinkTime(), goal)
+    time_left = TimeLeft(SearchOptions(start=4, step_s=10.0, max_step_s=160.0, settle_s=5.0, min_requests=10), goal,
+                         prediction)
 
     def model(students: int, series: list[float]) -> ClassFigures:
         """The model's class: its requests in the order asked, and sorted."""
@@ -428,13 +522,13 @@ def test_a_window_is_expected_to_last_until_the_model_s_requests_would_decide_it
 
     # far below the goal: decided as soon as a p95 has an upper end (by batch means 87 requests; 59 by order
     # statistics, when this test said 40 s)
-    search.prediction.classes[4] = model(4, [0.01] * 1000)
-    assert search.expected_window_s(4) == 80.0  # 20, 40 and 80 requests cannot bound it; 160 can
-    assert search.expected_step_s(4) == 5.0 + 80.0 + 1.5
-    search.prediction.classes[5] = model(5, ([0.45] * 19 + [0.55]) * 50)  # its p95 at the goal: no window can tell
-    assert search.expected_window_s(5) == 160.0
-    search.prediction.classes[6] = model(6, [0.01, 2.0] * 500)  # half of them slow: a miss is seen in the first window
-    assert search.expected_window_s(6) == 10.0
+    prediction.classes[4] = model(4, [0.01] * 1000)
+    assert time_left.expected_window_s(4) == 80.0  # 20, 40 and 80 requests cannot bound it; 160 can
+    assert time_left.expected_step_s(4) == 5.0 + 80.0 + 1.5
+    prediction.classes[5] = model(5, ([0.45] * 19 + [0.55]) * 50)  # its p95 at the goal: no window can tell
+    assert time_left.expected_window_s(5) == 160.0
+    prediction.classes[6] = model(6, [0.01, 2.0] * 500)  # half of them slow: a miss is seen in the first window
+    assert time_left.expected_window_s(6) == 10.0
     # A class the model did not run is timed from the nearest it ran (never run while a class asks), asking as
     # often per student: 12 students like 6 at twice the rate, 4 per second.
-    assert search.expected_window_s(12) == 10.0 and search._figures(12).requests_per_s == 4.0
+    assert time_left.expected_window_s(12) == 10.0 and time_left.figures(12).requests_per_s == 4.0

@@ -94,10 +94,11 @@ def test_the_search_finds_the_paper_capacity_of_the_simulated_engine(start_sim, 
 
 
 def test_by_default_the_probe_predicts_the_knee_and_the_search_confirms_it_in_fewer_steps(start_sim, tmp_path):
-    from bench_tasks.capacity import Ladder, parse_step
-    from bench_tasks.capacity import walk as ladder_walk
+    from bench_tasks.capacity.policy import Ladder
+    from bench_tasks.capacity.policy import walk as ladder_walk
+    from bench_tasks.capacity.search_options import parse_step
     from bench_tasks.classroom import ThinkTime
-    from bench_tasks.classroom_queue import Server, predict
+    from bench_tasks.capacity.queue_model import Server, predict
 
     # The same engine, students who think 0.5-1 s (uniform): no hand-worked schedule any more, so the paper
     # capacity is the queueing model's run on the engine's true timings (41 tokens, 40 of them at 80 tok/s).

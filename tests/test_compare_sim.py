@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
-from tests.test_report import markdown_tables
+from tests.test_report import markdown_tables, the_result_in_words
 
 # Three quick suites, whose winners are decided on intervals another process's load would widen.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
@@ -55,10 +55,11 @@ def test_compare_opens_with_the_studys_tables_and_puts_the_faster_setup_ahead(st
     assert figure(fast, "burst", "burst-4", "total_tps") > 1.4 * figure(narrow, "burst", "burst-4", "total_tps")
     assert figure(fast, "chat", "chat", "decode_tps") > 3 * figure(slow, "chat", "chat", "decode_tps")
     assert figure(fast, "prompt", "prompt-2k", "ttft_s") < figure(slow, "prompt", "prompt-2k", "ttft_s")
-    words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
-    assert f"- most total tok/s with 4 at once: A ({fast})," in words
-    named = next(line for line in words.splitlines() if line.startswith("- most total tok/s with 4 at once"))
+    # The result's own list, read by the document's structure: the warnings that follow it (a machine slower
+    # than the engine's 900 tok/s reads some streams in lumps, and says so) are not sentences of the result.
+    words = the_result_in_words(text)
+    named = next(line for line in words if line.startswith("most total tok/s with 4 at once"))
+    assert named.startswith(f"most total tok/s with 4 at once: A ({fast}),")
     assert named.endswith("its interval clear of every other setup's, at 94%)")  # 5 runs: min–max, 94%
-    lines = [line for line in words.splitlines() if line.startswith("- ")]
-    assert lines and all(("clear of every other" in line) or ("can't tell at n = " in line) or
-                         ("equal as shown" in line) for line in lines)
+    assert words and all(("clear of every other" in line) or ("can't tell at n = " in line) or
+                         ("equal as shown" in line) for line in words)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from bench_tasks.records_file import read_jsonl
 from bench_tasks.suite import SuiteOptions, plan
 from llm_bench.headless import free_port
 from tests.conftest import ROOT, load_records, run_cli
+from tests.documents import blocks_of, labelled
 
 pytestmark = pytest.mark.slow  # a master and workers: half a minute to a minute and a half each
 
@@ -39,6 +42,14 @@ def start_master(url: str, out: Path, port: int, suite: list[str], workers: int 
 def start_worker(port: int, log: Path, locustfile: Path = SUITE, client_host: str = "") -> subprocess.Popen:
     return locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log=log,
                   locustfile=locustfile, *(["--client-host", client_host] if client_host else []))
+
+
+def start_room(url: str, tmp_path: Path, suite: list[str]) -> tuple[Path, subprocess.Popen, list[subprocess.Popen]]:
+    """A master running ``suite`` into ``tmp_path/run`` and two workers, laptop-0 and laptop-1."""
+    out, port = tmp_path / "run", free_port()
+    out.mkdir()
+    master = start_master(url, out, port, suite)
+    return out, master, [start_worker(port, tmp_path / f"worker{i}.log", client_host=f"laptop-{i}") for i in range(2)]
 
 
 def expected_counts(**options) -> dict[str, int]:
@@ -65,6 +76,9 @@ def test_master_with_two_workers_merges_every_record(start_sim, tmp_path):
     # Each worker also kept its own copy as it went; together they hold exactly the master's rows.
     worker_rows = sum(len(p.read_text().splitlines()) for p in out.glob("worker-*.jsonl"))
     assert worker_rows == len(records) and len(list(out.glob("worker-*.jsonl"))) == 2
+    # One mark for the whole run: drawn by the master where the run starts, carried to both workers.
+    assert records["run_mark"].nunique() == 1 and len(records["run_mark"].iloc[0]) == 8
+    assert records["client_pid"].nunique() == 2 and not records["mark_repeated"].any()
     burst = measured[measured["phase"] == "burst-4"]
     assert burst["clock_offset_s"].notna().all() and (burst["clock_offset_s"].abs() < 0.05).all()
     spread = burst.groupby("round")["release_offset_s"].agg(lambda s: s.max() - s.min())
@@ -73,10 +87,7 @@ def test_master_with_two_workers_merges_every_record(start_sim, tmp_path):
 
 def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_sim, tmp_path):
     sim = start_sim(decode_tps=100.0)
-    out, port = tmp_path / "run", free_port()
-    out.mkdir()
-    master = start_master(sim.url, out, port, ["--only", "chat,burst", "--runs", "6", "--bursts", "2"])
-    workers = [start_worker(port, tmp_path / f"worker{i}.log", client_host=f"laptop-{i}") for i in range(2)]
+    out, master, workers = start_room(sim.url, tmp_path, ["--only", "chat,burst", "--runs", "6", "--bursts", "2"])
     try:
         victim = _worker_holding_the_chat_user(out, workers)
         os.kill(victim.pid, signal.SIGKILL)
@@ -100,7 +111,7 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     assert len(loss["in_flight"]) == loss["in_flight_jobs"]
     # The report says it: which laptop, when, during which phase, what arrived, what was closed, who carried on.
     summary = (out / "summary.md").read_text()
-    said = summary.split("**Lost workers**", 1)[1].split("\n\n", 2)[1]
+    said = "\n".join(f"- {item}" for item in labelled(blocks_of(summary), "Lost workers").items)
     assert said.startswith(f"- **{victim_host}** was lost at ") and f", during {loss['phase']};" in said, said
     assert f"; {loss['records_received']} of the {loss['records_finished']} measured records its finished jobs " \
            "made reached the master" in said, said
@@ -235,3 +246,97 @@ def stopped_for_saturation(out: Path) -> bool:
     assert [e["attempt"] for e in steps[-2:]] == [1, 2] and steps[-1]["students"] == steps[-2]["students"]
     assert steps[-1]["ttft_p95_s"] is None and events[-1]["bound"] == steps[-1]["students"]
     return True
+
+
+def test_a_master_killed_mid_suite_leaves_a_report_from_the_workers_files(start_sim, tmp_path):
+    # A Locust 2.47 worker whose master vanished finishes the requests it has in flight (into its own file),
+    # gets no new job, and gives up on the master only 60 s after its last heartbeat: the students stop
+    # theirs with Ctrl-C instead (docs/locust.md#master-loss; tests/benchmarks/master_lost.py waits).
+    sim = start_sim(decode_tps=200.0)
+    out, master, workers = start_room(sim.url, tmp_path, ["--only", "chat,burst", "--runs", "3", "--bursts", "2"])
+    try:
+        # Once a round of three is in, both laptops hold a user, and the last round needs the master.
+        _wait_for_records(out, phase="burst-2", count=2)
+        os.kill(master.pid, signal.SIGKILL)
+        master.wait(timeout=10)
+        _wait_until_quiet(out, still_s=2.0)
+        for worker in workers:
+            worker.send_signal(signal.SIGINT)  # a student's Ctrl-C
+        for worker in workers:
+            worker.wait(timeout=20)
+    finally:
+        for process in [master, *workers]:
+            process.kill()
+    assert not (out / "requests.csv").exists()
+    files = sorted(out.glob("worker-*.jsonl"))
+    assert {p.name.rsplit("-", 1)[0] for p in files} == {"worker-laptop-0", "worker-laptop-1"}
+    lines = {line for p in files for line in p.read_text().splitlines()}
+    total = sum(len(p.read_text().splitlines()) for p in files)
+    assert len(lines) == total  # each record in one worker's file only
+    warmups = sum('"scenario":"warmup"' in line for line in lines)
+
+    # The laptops' files, gathered by hand: one of them twice (an early copy, saved by the browser as "(1)").
+    laptops = tmp_path / "laptops"
+    laptops.mkdir()
+    for path in files:
+        shutil.copy(path, laptops / path.name)
+    early = files[0].read_text().splitlines(keepends=True)
+    (laptops / files[0].name.replace(".jsonl", " (1).jsonl")).write_text("".join(early[:len(early) // 2 + 1]))
+    room = tmp_path / "room"
+    result = run_cli("report", *map(str, sorted(laptops.iterdir())), "--out", str(room), timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the master was lost: the report is made from the workers' own files (3: " in result.stdout, result.stdout
+    records = load_records(room)
+    assert len(records) == total  # nothing counted twice, nothing lost
+    blocks = blocks_of((room / "summary.md").read_text())
+    lost = labelled(blocks, "Incomplete run: the master was lost")
+    unknown = "\n".join(lost.items)
+    for what in ("how many workers the run had", "which workers were lost before the master", "metrics.jsonl",
+                 "engine_series.jsonl", "which phases were complete", "failure.json", "settings.json"):
+        assert what in unknown, (what, unknown)
+    assert "none of the master's files is here" in lost.said
+    known = labelled(blocks, "What the records still say").items
+    for path in files:
+        host, pid = path.stem.removeprefix("worker-").rsplit("-", 1)
+        mine = records[records["client_pid"] == int(pid)]
+        assert (mine["client_host"] == host).all()
+        assert any(item.startswith(f"**{host} (pid {pid})**: {len(mine)} records (") for item in known), known
+    said = "\n".join(labelled(blocks, "Problems reading the records").items)
+    assert f"{len(early) // 2 + 1} record(s) found in more than one worker's file; each kept once" in said, said
+    ok, failed = (int(n) for n in re.search(r"requests: (\d+) ok, (\d+) failed", (room / "summary.md").read_text())
+                  .groups())
+    assert ok + failed == total - warmups
+
+    # The master's own directory, its records.jsonl beside the workers' files (one machine): read together.
+    master_records = len((out / "records.jsonl").read_text().splitlines())
+    result = run_cli("report", str(out), timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(load_records(out)) == total
+    lost = labelled(blocks_of((out / "summary.md").read_text()), "Incomplete run: the master was lost")
+    assert f"its `records.jsonl` ({master_records} records)" in lost.said, lost.said
+    assert f"{total - master_records} of them never reached the master" in lost.said, lost.said
+    plan = labelled(blocks_of((out / "summary.md").read_text()), "What the records still say").items[0]
+    assert plan.startswith("the plan (progress.jsonl): complete: chat (9 of 9 records); cut short: burst-2 ("), plan
+
+
+def _wait_for_records(out: Path, phase: str, count: int) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        lines = [line for path in out.glob("worker-*.jsonl") for line in path.read_text().splitlines()]
+        if sum(f'"phase":"{phase}"' in line for line in lines) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {count} records of {phase} in the workers' files")
+
+
+def _wait_until_quiet(out: Path, still_s: float) -> None:
+    """Until the workers' files have not grown for ``still_s``: their requests in flight have ended."""
+    sizes, since, deadline = None, time.monotonic(), time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = {path: path.stat().st_size for path in out.glob("worker-*.jsonl")}
+        if now != sizes:
+            sizes, since = now, time.monotonic()
+        elif time.monotonic() - since >= still_s:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the workers' files kept growing after their master was killed")

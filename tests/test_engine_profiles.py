@@ -30,6 +30,9 @@ OPTIONAL: dict[str, dict[str, type]] = {
     "metrics": {"prompt_tokens_counted": str, "decode_time_histogram": str, "generation_tokens_histogram": str,
                 "spec_drafts_total": str, "spec_draft_tokens_total": str, "spec_accepted_tokens_total": str},
     "stream": {"first_event_tokens": int},
+    # The other APIs' paths, where the engine's source or a measurement says what they take.
+    "responses": {"thinking_off": dict, "ignore_eos": bool},
+    "messages": {"thinking_off": dict, "ignore_eos": bool},
 }
 OPTIONAL_SERIES = [k for k in OPTIONAL["metrics"] if k != "prompt_tokens_counted"]
 PROMETHEUS_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

@@ -17,6 +17,7 @@ import pytest
 import simengine
 from analysis import study
 from analysis.overview import format_overview, overview
+from analysis.records import has_flag
 from bench_tasks.records_file import read_jsonl
 from locustfiles import engine_counters
 from locustfiles.shapes.suite import SuiteShape
@@ -119,11 +120,11 @@ def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(fault_runs, ki
     if kind == "buffered":
         # The whole stream came at its end: flagged, first token and end together, and the summary warns.
         streamed = measured[measured["content_events"] >= 3]
-        assert len(streamed) >= 3 and streamed["flags"].str.contains("bunched").all()
+        assert len(streamed) >= 3 and has_flag(streamed, "bunched").all()
         assert ((streamed["e2e_s"] - streamed["ttft_s"]) < 0.05).all(), streamed[["ttft_s", "e2e_s"]]
         assert "arrived in lumps" in printed(records)
     else:
-        assert not measured["flags"].str.contains("bunched").any(), measured[["phase", "bunched_events"]]
+        assert not has_flag(measured, "bunched").any(), measured[["phase", "bunched_events"]]
     if kind == "no_usage":
         assert (measured["usage_source"] == "counted").all() and measured["prompt_tokens"].isna().all()
     # The summary counts the failures per phase next to the figures.

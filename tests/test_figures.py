@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import overview, study
-from bench_tasks import figures
+from bench_tasks import figures, formatting
 from bench_tasks.live_table import LiveTable
 from tests.test_analysis import burst_records, frame
 
@@ -46,7 +46,7 @@ def test_a_phase_without_a_figure_shows_it_missing_never_0():
         "requests": 1, "errors": 1, "ttft_p50_s": None, "ttft_p95_s": None, "decode_tps_p50": None, "total_tps": None}
     no_counts = figures.phase([{"ok": True, "t_send": 1.0, "e2e_s": 2.0, "ttft_s": 0.5}])
     assert no_counts["total_tps"] is None and no_counts["ttft_p50_s"] == 0.5
-    assert [figures.shown(v, 3) for v in (None, math.nan, pd.NA, -0.0001, 1.23456)] == ["–", "–", "–", "0.000",
+    assert [formatting.shown(v, 3) for v in (None, math.nan, pd.NA, -0.0001, 1.23456)] == ["–", "–", "–", "0.000",
                                                                                           "1.235"]
     table = overview.format_overview(overview.overview(frame({"ok": False, "error": "timeout"}, scenario="chat",
                                                               phase="chat")))

@@ -1,6 +1,7 @@
 """Each run of a test reads its questions afresh: the chat phase's runs and a burst's rounds are not
 served from the prefix cache an earlier run filled (on llama.cpp with SmolLM2 a repeated chat question's
-first token came in 0.009 s instead of 0.07 s, and a burst's third round read cached prompts)."""
+first token came in 0.009 s instead of 0.07 s, and a burst's third round read cached prompts). Each is
+opened by the run's mark and its own code (bench_tasks.run_mark): no more than that opening is cached."""
 
 import pytest
 
@@ -17,9 +18,10 @@ def test_no_run_reads_its_questions_from_an_earlier_runs_cache(start_sim, tmp_pa
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out).query("scenario != 'warmup'")
     assert set(records["round"]) == {1, 2, 3} and records["ok"].all()
-    # Only the chat template's opening and the asker's bracket may be cached, never the question.
+    # Only the chat template's opening and the mark may be cached, never the question.
     cached_share = records["cached_tokens"] / records["prompt_tokens"]
     assert (cached_share < 0.5).all(), records[["phase", "round", "prompt_tokens", "cached_tokens"]]
+    assert (records["cached_tokens"] <= records["shareable_tokens"]).all()
 
 
 def test_run_chat_asks_each_run_afresh(start_sim, tmp_path):
@@ -31,6 +33,7 @@ def test_run_chat_asks_each_run_afresh(start_sim, tmp_path):
     assert sorted(records["round"]) == [1, 1, 1, 2, 2, 2] and records["ok"].all()
     cached_share = records["cached_tokens"] / records["prompt_tokens"]
     assert (cached_share < 0.5).all(), records[["round", "prompt_tokens", "cached_tokens"]]
+    assert (records["cached_tokens"] <= records["shareable_tokens"]).all()
 
 
 @pytest.mark.parametrize("workload", ["chat", "paste"])

@@ -7,6 +7,7 @@ import pytest
 
 from analysis import headline, legend, winners
 from analysis.spread import NAN, long_frame, long_rows, share_figure, single, spread
+from bench_tasks import formatting
 
 
 def runs(*values) -> dict:
@@ -189,7 +190,7 @@ def test_the_legend_spells_each_setup_out_from_what_the_server_said():
 
 
 def test_headline_numbers_keep_about_three_significant_digits():
-    shown = [headline.value_text(v, m) for v, m in ((36379.4, "prompt_tps"), (133.4, "decode_tps"),
+    shown = [formatting.brief(v, m) for v, m in ((36379.4, "prompt_tps"), (133.4, "decode_tps"),
                                                     (59.06, "decode_tps"), (12.345, "ttft_s"), (1.234, "ttft_s"),
                                                     (0.0512, "ttft_s"), (0.00234, "ttft_s"), (NAN, "ttft_s"))]
     assert shown == ["36379", "133", "59.1", "12.3", "1.23", "0.051", "0.0023", "–"]

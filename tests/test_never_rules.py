@@ -108,3 +108,35 @@ def test_a_registration_at_import_is_seen_wherever_it_is():
               "def later(x=events.quitting.add_listener(print)):\n    events.test_stop.add_listener(print)\n"
               "handler = lambda: events.init.add_listener(print)\n")
     assert calls_at_import(source) == ["add_listener"] * 3
+
+
+def modules_named(path) -> set[str]:
+    """The dotted names of the modules a file imports: ``from a.b import c`` names a.b and a.b.c."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return names
+
+
+MODULE_RULES = [  # (module, the prefix of what it never imports, what it may import under it, why)
+    ("bench_tasks/stream.py", "bench_tasks.formatting", (), "the SSE decoder writes no text"),
+    ("bench_tasks/options.py", "bench_tasks.capacity", ("bench_tasks.capacity.search_options",),
+     "the command line parses the search's flags without importing the search"),
+    ("bench_tasks/slo.py", "bench_tasks.capacity", (), "the SLO judges any load step: a sweep's too"),
+    ("bench_tasks/statistics.py", "bench_tasks", (), "the small statistics are a leaf: anything may use them"),
+    ("bench_tasks/formatting.py", "bench_tasks", ("bench_tasks.figures",),
+     "formatting is a leaf but for what a missing figure is"),
+]
+
+
+@pytest.mark.parametrize("module, never, allowed, why", MODULE_RULES, ids=[rule[0] for rule in MODULE_RULES])
+def test_a_module_imports_only_what_its_place_allows(module, never, allowed, why):
+    def under(name: str, prefix: str) -> bool:
+        return name == prefix or name.startswith(prefix + ".")
+
+    broken = sorted(name for name in modules_named(ROOT / module)
+                    if under(name, never) and not any(under(name, fine) for fine in allowed))
+    assert not broken, f"{module} imports {broken} ({why})"

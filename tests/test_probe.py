@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench_tasks.probe import (ANSWERS, ANSWERS_PHASE, BURST, PAUSE_TOKENS, PROMPT, SCENARIO, Probe, fit_token_time,
+from bench_tasks.capacity.probe import (ANSWERS, ANSWERS_PHASE, BURST, PAUSE_TOKENS, PROMPT, SCENARIO, Probe, fit_token_time,
                                kind, longest_prompt, served_at_once)
 from bench_tasks.suite import BURST_TOKENS
 
@@ -169,3 +169,18 @@ def test_records_of_other_phases_are_not_the_probe_s():
     probe.record({**row(f"{BURST}-1", 0.1, 1.0), "scenario": "classroom"})
     probe.record(row("class-4", 0.1, 1.0))
     assert probe.rows == {} and probe.take("classroom", "u0") is None
+
+
+def test_a_probe_phase_whose_answer_never_comes_goes_on_with_what_came_once_it_is_overdue():
+    now = [0.0]
+    probe = Probe(max_tokens=64, clock=lambda: now[0], overdue_s=37.0)
+    first = probe.take(SCENARIO, "u0")  # the first rung: one question, which never answers
+    now[0] = 36.9
+    probe.poll()
+    assert probe.phase.name == f"{BURST}-1" and "1 job(s) in flight" in probe.waiting_on()
+    now[0] = 37.0
+    probe.poll()  # nothing came of the first rung: nothing measured, the search goes on without the model
+    assert probe.finished and "1 of the 1 answers of probe-burst-1 were overdue" in probe.why()
+    probe.done(first)  # late: nothing changes
+    assert probe.finished and probe.server(unlimited_slots=64) is None
+

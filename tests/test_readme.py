@@ -28,7 +28,7 @@ BLOCK = re.compile(r"(?:<!-- readme-test: (?P<mark>[^>]*?) -->\n)?```bash\n(?P<b
 COMMAND_TIMEOUT_S = 600  # the set-up command installs the package, then runs the whole suite
 # README.md first (its first block sets up), then docs/ in a reader's order; every docs/*.md must be here.
 DOC_ORDER = ("README.md", "docs/reference.md", "docs/measurement.md", "docs/engines.md", "docs/classroom.md",
-             "docs/accuracy.md", "docs/locust.md")
+             "docs/accuracy.md", "docs/locust.md", "docs/open-loop.md")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import pytest
 
 from analysis.agreement import engine_clock, metrics_agreement
 from analysis.load import load_metric_names, load_metrics
+from analysis.records import has_flag
 from bench_tasks import chat, server
 from tests.conftest import load_records, run_cli
 
@@ -45,7 +46,11 @@ def assert_suite_complete(records: pd.DataFrame) -> None:
 def assert_fresh_prompts_uncached_and_agent_cached(records: pd.DataFrame) -> None:
     prompts = records[records["scenario"] == "prompt"]
     assert (prompts["prompt_tokens"] - prompts["prompt_size"]).abs().max() <= 0.01 * prompts["prompt_size"].max()
-    assert not prompts["flags"].str.contains("cache_hit").any(), prompts[["phase", "cached_tokens"]]
+    # Every request was checked, none was served beyond what it may share (bench_tasks.cache_share).
+    assert records["shareable_tokens"].notna().all() and records["cached_tokens"].notna().all()
+    beyond = records[records["cached_tokens"] > records["shareable_tokens"]]
+    assert beyond.empty and not has_flag(records, "cache_hit").any(), \
+        beyond[["phase", "turn", "prompt_tokens", "cached_tokens", "shareable_tokens"]]
     agent = records[records["scenario"] == "agent"].sort_values("turn")
     assert agent["prompt_tokens"].is_monotonic_increasing  # the conversation grows
     assert (agent.loc[agent["turn"] >= 2, "cached_tokens"] > 0).all(), agent[["turn", "cached_tokens"]]
@@ -57,6 +62,30 @@ def test_llamacpp_quick_suite(llamacpp_server, tmp_path):
     assert (records["engine"] == "llamacpp").all()  # detected from the server
     assert_fresh_prompts_uncached_and_agent_cached(records)
     assert records["engine_predicted_ms"].notna().all()  # llama.cpp's own timings were read
+
+
+def test_llamacpp_a_second_run_is_served_nothing_of_the_first_and_a_repeat_is_flagged(llamacpp_server, tmp_path):
+    """llama.cpp keeps each slot's last prompt (and a host cache of them) until reused: a run that sent the same
+    texts again was served them (docs/engines.md#llamacpp-prefix-cache). Each run's mark keeps it fresh."""
+    suite = ["quick", "--host", llamacpp_server.url, "--only", "chat,burst", "--bursts", "4", "--runs", "2"]
+    runs = {}
+    for name in ("first", "second", "repeat"):
+        extra = ["--repeat-mark", json.loads((tmp_path / "first" / "settings.json").read_text())["run_mark"]] \
+            if name == "repeat" else []
+        result = run_cli(*suite, *extra, "--out", str(tmp_path / name), timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = load_records(tmp_path / name).query("scenario != 'warmup'")
+    for name in ("first", "second"):
+        fresh = runs[name]
+        assert (fresh["cached_tokens"] <= fresh["shareable_tokens"]).all() and not fresh["flags"].str.contains(
+            "cache_hit").any(), fresh[["phase", "prompt_tokens", "cached_tokens", "shareable_tokens"]]
+    # (A token count against the first run's would be off by how many tokens each run's mark makes: this
+    # tokenizer splits digits one by one and groups letters, so "3f9a0c1e" is 8 tokens and "abcdef12" 3.)
+    # The repeat: every prompt again, served from the slots and the host cache that still hold them.
+    repeat = runs["repeat"]
+    hits = repeat["flags"].str.contains("cache_hit")
+    assert hits.any() and (hits == (repeat["cached_tokens"] > repeat["shareable_tokens"])).all()
+    assert "meant to be served from the server's cache" in (tmp_path / "repeat" / "summary.md").read_text()
 
 
 @ALONE
@@ -131,7 +160,7 @@ def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delive
     # Accepted drafts are more than half of the gaps: read together (as they often are, depending on
     # how fast the client reads), they alone would pass the lump rule, yet they are the engine's doing.
     assert (copy["engine_draft_accepted_n"] > 0.5 * (copy["content_events"] - 1)).all()
-    assert not copy["flags"].str.contains("bunched").any()
+    assert not has_flag(copy, "bunched").any()
 
 
 def test_smollm2_finds_the_needle(smollm2_server, tmp_path):

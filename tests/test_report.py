@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from analysis import document
 from analysis.report import write_compare, write_report
 from analysis.spread import LONG_COLUMNS
 from bench_tasks.record import Record
 from bench_tasks.records_file import write_csv
+from tests.documents import blocks_of, labelled, lists, section, tables
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -99,16 +102,33 @@ def tables_in(markdown: str) -> list[list[str]]:
 
 
 def markdown_tables(markdown: str) -> list[list[list[str]]]:
-    """Every Markdown table as its lines of cells, the header first (the --- line left out)."""
-    tables, current = [], []
-    for line in [*markdown.splitlines(), ""]:
-        if line.startswith("| "):
-            if not line.startswith("| ---"):
-                current.append([c.strip() for c in line.strip()[2:-2].split(" | ")])
-        elif current:
-            tables.append(current)
-            current = []
-    return tables
+    """Every table of a report's Markdown as its lines of cells, the header first."""
+    return [[list(cells.columns), *cells.values.tolist()] for cells in tables(blocks_of(markdown))]
+
+
+def the_result_in_words(markdown: str) -> tuple[str, ...]:
+    """The sentences of a comparison's "The result, in words": its list, read by the document's structure."""
+    found, = lists(section(blocks_of(markdown), "The result, in words"))
+    return found
+
+
+def test_a_report_reads_back_by_its_structure_whatever_its_lists_say():
+    cells = pd.DataFrame({"row": ["a|b", ""], "x": ["1", "–"]})
+    blocks = [document.Heading("llm-bench compare: A vs B", 1), document.Items(("**A**: one", "**B**: two")),
+              document.Heading("The result, in words"), document.Paragraph(document.WINNERS_NOTE),
+              document.Items(("fastest chat decode for one user: can't tell at n = 3; run with --runs 5",)),
+              document.Labelled("Lost workers", ("**w1** was lost",), "the run went on without them"),
+              document.Labelled("Warnings", ("5 of 15 streams arrived in lumps (bunched): the client read late",)),
+              document.Heading("Details"), document.Heading("A: one", 3), document.Table(cells),
+              document.Chart("compare.png", {}, b"")]
+    back = blocks_of(document.markdown(blocks))
+    assert [type(block) for block in back] == [type(block) for block in blocks]
+    assert [b for b in back if not isinstance(b, (document.Table, document.Chart))] == [
+        b for b in blocks if not isinstance(b, (document.Table, document.Chart))]
+    assert back[9].cells.equals(cells) and back[10].name == "compare.png"
+    # The warnings sit in the section's text, after its list: they are not the result in words.
+    assert the_result_in_words(document.markdown(blocks)) == blocks[4].items
+    assert labelled(back, "Warnings").items == blocks[6].items
 
 
 STUDY_ROWS = [
@@ -204,11 +224,11 @@ def test_compare_opens_with_the_studys_three_tables_one_column_per_setup(runs):
 
 def test_compare_says_the_result_in_words(runs):
     text = (runs["compare_dir"] / "compare.md").read_text()
-    words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
+    words = the_result_in_words(text)
     # Two runs each: B decodes twice as fast in both, but the median of 2 runs has a 50% interval.
-    assert "- fastest chat decode for one user: can't tell at n = 2; run with --runs 5" in words
-    assert "- most total tok/s with 12 at once: can't tell at n = 2; run with --runs 5" in words
-    assert "- most needles found at 32K: can't tell at n = 3: the 90% intervals overlap" in words  # 2/3 each
+    assert "fastest chat decode for one user: can't tell at n = 2; run with --runs 5" in words
+    assert "most total tok/s with 12 at once: can't tell at n = 2; run with --runs 5" in words
+    assert "most needles found at 32K: can't tell at n = 3: the 90% intervals overlap" in words  # 2/3 each
 
 
 def test_with_five_runs_compare_names_the_setup_whose_interval_is_clear_of_the_others(tmp_path):
@@ -217,13 +237,11 @@ def test_with_five_runs_compare_names_the_setup_whose_interval_is_clear_of_the_o
     near = synthetic_run(tmp_path / "near", "near", 1.05, runs=5, jitter=0.1)  # 5% faster than slow, within its noise
     write_compare([slow, fast, near], None, tmp_path / "cmp")
     text = (tmp_path / "cmp" / "compare.md").read_text()
-    words = text.split("## The result, in words", 1)[1].split("\n## ", 1)[0]
-    assert ("- fastest chat decode for one user: B (fast), 80.0 tok/s (94% CI 72.0–88.0; its interval clear of "
-            "every other setup's, at 94%)") in words
-    two = ("- fastest chat decode for one user: can't tell at n = 5: the 94% intervals overlap")
+    assert ("fastest chat decode for one user: B (fast), 80.0 tok/s (94% CI 72.0–88.0; its interval clear of "
+            "every other setup's, at 94%)") in the_result_in_words(text)
+    two = "fastest chat decode for one user: can't tell at n = 5: the 94% intervals overlap"
     write_compare([slow, near], None, tmp_path / "close")
-    close = (tmp_path / "close" / "compare.md").read_text()
-    assert two in close.split("## The result, in words", 1)[1]
+    assert two in the_result_in_words((tmp_path / "close" / "compare.md").read_text())
 
 
 def test_compare_shows_the_faster_setup_ahead(runs):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.headline import value_text
+from bench_tasks.formatting import brief
 from analysis.report import write_compare, write_report
 from tests.test_report import synthetic_run
 
@@ -49,7 +49,7 @@ def test_hovering_a_bar_shows_its_value(browser_page, pages):
     cells = [c.strip() for c in tooltip.inner_text().split("\n") if c.strip()]
     shown = dict(zip(cells[::2], cells[1::2]))
     assert shown["setup"] == "B" and shown["label"] == LABELS[1] and shown["burst"] == "12 at once"
-    assert shown["median"] == value_text(total, "total_tps") == "463"
+    assert shown["median"] == brief(total, "total_tps") == "463"
     assert asked == [pages["compare"].as_uri()]  # self-contained: nothing else was fetched
 
 

@@ -697,3 +697,205 @@ def test_queue_and_kv_cache_gauges_move(own_sim):
         assert prompt_tokens / 1000 <= busy["vllm:kv_cache_usage_perc"] <= (prompt_tokens + 41) / 1000
         [answer.result() for answer in answers]
     assert gauges(handle.url)["vllm:kv_cache_usage_perc"] == 0.0
+
+
+# -- the Responses and Messages APIs --
+def typed_events(raw: bytes) -> list[tuple[str, dict]]:
+    """(event name, data) per SSE event of a typed API, for \\n or \\r\\n line endings; comments skipped."""
+    out = []
+    for block in raw.decode().replace("\r\n", "\n").split("\n\n"):
+        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        if lines:
+            name = next(line[7:] for line in lines if line.startswith("event: "))
+            data = json.loads("".join(line[6:] for line in lines if line.startswith("data: ")))
+            assert data["type"] == name, block  # the event line names the data's type
+            out.append((name, data))
+    return out
+
+
+CONVERSATION = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "call_7", "type": "function", "function": {
+                    "name": "get_weather", "arguments": '{"city": "Paris", "days": 2, "metric": true}'}}]},
+                {"role": "tool", "tool_call_id": "call_7", "content": "sunny"}]
+RESPONSES_INPUT = [{"role": "user", "content": "Weather in Paris?"},
+                   {"type": "function_call", "call_id": "call_7", "name": "get_weather",
+                    "arguments": '{"city": "Paris", "days": 2, "metric": true}'},
+                   {"type": "function_call_output", "call_id": "call_7", "output": "sunny"}]
+MESSAGES_TURNS = [{"role": "user", "content": "Weather in Paris?"},
+                  {"role": "assistant", "content": [{"type": "tool_use", "id": "call_7", "name": "get_weather",
+                                                     "input": {"city": "Paris", "days": 2, "metric": True}}]},
+                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_7", "content": "sunny"}]}]
+
+
+def responses(url: str, input_=None, headers=None, **extra):
+    body = {"model": "sim-model", "input": input_ or [{"role": "user", "content": "Tell me about rivers."}],
+            "stream": True, **extra}
+    return request(url, "POST", "/v1/responses", body, headers)
+
+
+def messages(url: str, turns=None, headers=None, **extra):
+    body = {"model": "sim-model", "messages": turns or [{"role": "user", "content": "Tell me about rivers."}],
+            "max_tokens": 256, "stream": True, **extra}
+    return request(url, "POST", "/v1/messages", body, headers)
+
+
+def flat_tools():
+    return [{"type": "function", **tool["function"]} for tool in TOOLS]
+
+
+def anthropic_tools():
+    return [{**{k: v for k, v in t["function"].items() if k != "parameters"},
+             "input_schema": t["function"]["parameters"]} for t in TOOLS]
+
+
+def test_messages_stream_as_llamacpp_sends_it_with_usage_where_anthropic_puts_it(sim):
+    status, headers, raw, complete = messages(sim.url)
+    assert status == 200 and complete and headers["content-type"] == "text/event-stream"
+    stream = typed_events(raw)
+    names = [name for name, _ in stream]
+    deltas = [data["delta"]["text"] for name, data in stream if name == "content_block_delta"]
+    assert names == ["message_start", "content_block_start", *["content_block_delta"] * len(deltas),
+                     "content_block_stop", "message_delta", "message_stop"]
+    start = stream[0][1]["message"]
+    assert start["id"] == headers["x-request-id"] and start["usage"]["output_tokens"] == 0
+    ending = stream[-2][1]
+    assert ending["delta"]["stop_reason"] == "end_turn" and ending["usage"]["output_tokens"] == len(deltas) + 1
+    # The prompt is the same as Chat Completions': input tokens plus those read from the cache.
+    counted = json.loads(request(sim.url, "POST", "/tokenize", {
+        "messages": [{"role": "user", "content": "Tell me about rivers."}]})[2])["count"]
+    assert start["usage"]["input_tokens"] + start["usage"]["cache_read_input_tokens"] == counted
+    row = truth_rows(sim)[headers["x-request-id"]]
+    assert row["api"] == "messages" and row["n_events"] == len(deltas) and row["closing_tokens"] == 1
+    assert row["t_first_byte"] < row["t_first_token"] <= row["t_last_content"] <= row["t_last_token"]
+
+
+def test_responses_stream_as_llamacpp_sends_it_with_usage_and_timings_at_its_end(sim):
+    status, headers, raw, complete = responses(sim.url, max_output_tokens=50)
+    assert status == 200 and complete
+    stream = typed_events(raw)
+    names = [name for name, _ in stream]
+    deltas = [data["delta"] for name, data in stream if name == "response.output_text.delta"]
+    assert names == ["response.created", "response.in_progress", "response.output_item.added",
+                     "response.content_part.added", *["response.output_text.delta"] * len(deltas),
+                     "response.output_text.done", "response.content_part.done", "response.output_item.done",
+                     "response.completed"]
+    completed = stream[-1][1]
+    response = completed["response"]
+    assert response["id"] == headers["x-request-id"] and response["status"] == "completed"
+    assert response["output"][0]["content"][0]["text"] == "".join(deltas)
+    usage = response["usage"]
+    assert usage["output_tokens"] == len(deltas) + 1 and usage["input_tokens_details"] == {"cached_tokens": 0}
+    assert usage["output_tokens_details"] == {"reasoning_tokens": 0}
+    assert completed["timings"]["predicted_n"] == usage["output_tokens"]
+    row = truth_rows(sim)[headers["x-request-id"]]
+    assert row["api"] == "responses" and row["n_events"] == len(deltas)
+    # Cut by the limit, llama.cpp's status stays "completed".
+    _, _, raw, _ = responses(sim.url, max_output_tokens=3, ignore_eos=True)
+    response = typed_events(raw)[-1][1]["response"]
+    assert response["status"] == "completed" and response["usage"]["output_tokens"] == 3
+
+
+def test_one_conversation_is_one_prompt_and_one_answer_on_every_api(sim):
+    """The agent's tool call and its result, said in each API's shape: the same prompt tokens, the same answer."""
+    body = {"model": "sim-model", "messages": CONVERSATION, "tools": TOOLS, "stream": True,
+            "stream_options": {"include_usage": True}}
+    chunks = parsed(request(sim.url, "POST", "/v1/chat/completions", body)[2])
+    chat_prompt, chat_text = chunks[-1]["usage"]["prompt_tokens"], "".join(contents(chunks))
+    stream = typed_events(responses(sim.url, RESPONSES_INPUT, instructions="You are terse.", tools=flat_tools())[2])
+    usage = stream[-1][1]["response"]["usage"]
+    text = "".join(d["delta"] for n, d in stream if n == "response.output_text.delta")
+    assert (usage["input_tokens"], text) == (chat_prompt, chat_text)
+    stream = typed_events(messages(sim.url, MESSAGES_TURNS, system="You are terse.", tools=anthropic_tools())[2])
+    start = stream[0][1]["message"]["usage"]
+    text = "".join(d["delta"]["text"] for n, d in stream if n == "content_block_delta")
+    assert (start["input_tokens"] + start["cache_read_input_tokens"], text) == (chat_prompt, chat_text)
+
+
+def test_tool_calls_on_responses_and_messages(sim):
+    ask = [{"role": "user", "content": "What is the weather in Paris? Use get_weather."}]
+    stream = typed_events(responses(sim.url, ask, tools=flat_tools())[2])
+    added = [d["item"] for n, d in stream if n == "response.output_item.added"]
+    assert added[0]["type"] == "function_call" and added[0]["name"] == "get_weather"
+    fragments = [d["delta"] for n, d in stream if n == "response.function_call_arguments.delta"]
+    assert len(fragments) > 3 and {d["item_id"] for n, d in stream if "arguments.delta" in n} == {added[0]["call_id"]}
+    arguments = json.loads("".join(fragments))
+    assert isinstance(arguments["days"], int) and stream[-1][1]["response"]["output"][0]["arguments"] == "".join(
+        fragments)
+    stream = typed_events(messages(sim.url, ask, tools=anthropic_tools())[2])
+    block = next(d["content_block"] for n, d in stream if n == "content_block_start")
+    assert block["type"] == "tool_use" and block["name"] == "get_weather" and block["input"] == {}
+    partial = "".join(d["delta"]["partial_json"] for n, d in stream if n == "content_block_delta")
+    assert json.loads(partial) == arguments  # the same answer as on Responses
+    assert stream[-2][1]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_reasoning_on_responses_and_messages_and_the_switch_on_both(own_sim):
+    handle = own_sim(reasoning_tokens=5, decode_tps=500.0)
+    stream = typed_events(responses(handle.url)[2])
+    names = [n for n, _ in stream]
+    assert names[2] == "response.output_item.added" and stream[2][1]["item"]["type"] == "reasoning"
+    assert names[3:8] == ["response.reasoning_text.delta"] * 5
+    assert stream[-1][1]["response"]["usage"]["output_tokens_details"] == {"reasoning_tokens": 5}
+    stream = typed_events(messages(handle.url)[2])
+    kinds = [d["delta"]["type"] for n, d in stream if n == "content_block_delta"]
+    assert kinds[:5] == ["thinking_delta"] * 5 and set(kinds[5:]) == {"text_delta"}
+    starts = [d for n, d in stream if n == "content_block_start"]
+    assert [(s["index"], s["content_block"]["type"]) for s in starts] == [(0, "thinking"), (1, "text")]
+    assert [d["index"] for n, d in stream if n == "content_block_stop"] == [0, 1]
+    off = {"chat_template_kwargs": {"enable_thinking": False}}
+    assert not [n for n, _ in typed_events(responses(handle.url, **off)[2]) if "reasoning" in n]
+    assert "thinking_delta" not in str(typed_events(messages(handle.url, **off)[2]))
+
+
+def test_several_tokens_per_event_on_the_typed_apis(own_sim):
+    handle = own_sim(tokens_per_event=4, answer_tokens_min=30, answer_tokens_max=30)
+    _, headers, raw, _ = messages(handle.url)
+    deltas = [d["delta"]["text"] for n, d in typed_events(raw) if n == "content_block_delta"]
+    assert [len(tokenize(text)) for text in deltas] == [4] * 7 + [2]
+    row = truth_rows(handle)[headers["x-request-id"]]
+    assert row["first_event_tokens"] == 4 and row["n_events"] == 8 and row["completion_tokens"] == 31
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_faults_on_the_typed_apis(sim, api):
+    send = responses if api == "responses" else messages
+    end = "response.completed" if api == "responses" else "message_stop"
+
+    def fault(kind, **headers):
+        return send(sim.url, headers={"X-Sim-Fault": kind, **headers}, **(
+            {"max_output_tokens": 12} if api == "responses" else {}))
+
+    status, _, raw, complete = fault("error_event")
+    stream = typed_events(raw)
+    assert status == 200 and complete and stream[-1][0] == "error" and end not in raw.decode()
+    _, _, raw, complete = fault("no_done")
+    assert complete and end not in raw.decode() and typed_events(raw)
+    _, _, raw, _ = fault("no_usage")
+    assert '"usage"' not in raw.decode() and typed_events(raw)[-1][0] == end
+    _, _, raw, _ = fault("keepalive")
+    pings = raw.count(b"event: ping") if api == "messages" else raw.count(b": ping\n\n")
+    assert pings > 5 and typed_events(raw)[-1][0] == end
+    _, _, raw, _ = fault("crlf")
+    assert b"\r\n\r\n" in raw and b"}\n\n" not in raw and typed_events(raw)[-1][0] == end
+    _, _, raw, complete = fault("drop")
+    assert not complete and end not in raw.decode()
+    _, _, raw, _ = fault("malformed")
+    bad = [block for block in raw.decode().split("\n\n") if '"oops' in block]
+    assert len(bad) == 1 and end in raw.decode()  # one event whose data is not JSON, mid-stream
+    status, _, _, _ = fault("http500")
+    assert status == 500
+    row = [r for r in truth_rows(sim).values() if r["fault"] == "http500" and r["api"] == api]
+    assert row and row[-1]["status"] == 500
+
+
+def test_typed_apis_not_streamed_and_bad_requests(sim):
+    status, _, raw, _ = responses(sim.url, stream=False, max_output_tokens=5)
+    whole = json.loads(raw)
+    assert status == 200 and whole["object"] == "response" and whole["usage"]["output_tokens"] == 5
+    assert len(tokenize(whole["output"][0]["content"][0]["text"])) == 5
+    status, _, raw, _ = messages(sim.url, stream=False, max_tokens=5)
+    whole = json.loads(raw)
+    assert status == 200 and whole["type"] == "message" and whole["stop_reason"] == "max_tokens"
+    assert whole["usage"]["output_tokens"] == 5 and len(tokenize(whole["content"][0]["text"])) == 5
+    assert responses(sim.url, input_=[{"type": "mystery"}])[0] == 400
+    assert request(sim.url, "POST", "/v1/messages", {"model": "sim-model", "messages": []})[0] == 400

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from bench_tasks import slo
+from bench_tasks.capacity.lines import verdict_line
 from bench_tasks.record import Record
 
 
@@ -122,7 +123,7 @@ def test_a_window_that_would_not_tell_by_its_limit_is_decided_now_on_its_point_e
     # Held three times as long (shrink 1/sqrt(3)), the upper end 0.99 would come to about 0.973: still above 0.96.
     hopeless = slo.judge(goal, rows, independent=True, shrink=3 ** -0.5)
     assert (hopeless["outcome"], hopeless["decided_on"], hopeless["hopeless"]) == (slo.MEETS, slo.BY_POINT, True)
-    assert slo.verdict_line(goal, 24, hopeless).endswith(
+    assert verdict_line(goal, 24, hopeless).endswith(
         "meets on its point estimate (the interval straddles the goal, and would still at the window's limit)")
     # Held a hundred times as long (shrink 0.1) the upper end would come to 0.954, below the limit: hold on.
     longer = slo.judge(goal, rows, independent=True, shrink=0.1)
@@ -150,27 +151,27 @@ def test_a_rate_goal_meets_on_its_interval_s_lower_end():
 
 def test_the_verdict_line_gives_each_goal_s_figure_with_its_interval_and_how_it_was_decided():
     goal = slo.parse("ttft_p95=1.0")
-    assert slo.verdict_line(goal, 24, hundred(1.0)) == "24 students: TTFT p95 0.95 s (90% CI 0.91–0.99): meets"
-    assert slo.verdict_line(goal, 24, hundred(0.95), up_to_s=360.0) == (
+    assert verdict_line(goal, 24, hundred(1.0)) == "24 students: TTFT p95 0.95 s (90% CI 0.91–0.99): meets"
+    assert verdict_line(goal, 24, hundred(0.95), up_to_s=360.0) == (
         "24 students: TTFT p95 0.95 s (90% CI 0.91–0.99): can't tell yet, the interval straddles the goal; the window "
         "goes on, up to 360 s")
-    assert slo.verdict_line(goal, 24, hundred(0.96, final=True)) == (
+    assert verdict_line(goal, 24, hundred(0.96, final=True)) == (
         "24 students: TTFT p95 0.95 s (90% CI 0.91–0.99): meets on its point estimate (the interval still straddles "
         "the goal)")
-    assert slo.verdict_line(slo.parse("ttft_p95=0.9"), 25, hundred(0.9)) == (
+    assert verdict_line(slo.parse("ttft_p95=0.9"), 25, hundred(0.9)) == (
         "25 students: TTFT p95 0.95 s (90% CI 0.91–0.99): misses (ttft_p95 > 0.9)")
 
 
 def test_the_verdict_line_shows_more_decimals_only_where_fewer_would_read_as_the_limit():
     # p95 0.9505 s against a limit of 0.95: at 2 decimals it would read as the limit and seem to meet it.
     near = slo.parse("ttft_p95=0.95")
-    assert slo.verdict_line(near, 24, hundred(0.95)).startswith("24 students: TTFT p95 0.9505 s (90% CI 0.91–0.99): ")
+    assert verdict_line(near, 24, hundred(0.95)).startswith("24 students: TTFT p95 0.9505 s (90% CI 0.91–0.99): ")
 
 
 def test_the_verdict_line_of_a_miss_says_why_once_failures_included():
     failing = slo.parse("ttft_p95=1.0,errors=0.5")
     figures = slo.judge(failing, [row(ok=False, error="http_500")])
-    assert slo.verdict_line(failing, 3, figures) == "3 students: TTFT p95 not measured: misses (1 of 1 requests failed)"
+    assert verdict_line(failing, 3, figures) == "3 students: TTFT p95 not measured: misses (1 of 1 requests failed)"
 
 
 def test_a_step_in_which_the_client_was_saturated_is_not_judged_and_its_figures_withheld():
@@ -179,7 +180,7 @@ def test_a_step_in_which_the_client_was_saturated_is_not_judged_and_its_figures_
     assert figures["outcome"] == slo.SATURATED and figures["client_saturated"] == 1
     assert figures["ttft_p95_s"] is None and figures["goodput_share"] is None and figures["requests"] == 10
     assert figures["ttft_p95_low_s"] is None and figures["decided_on"] is None
-    assert "add workers" in slo.verdict_line(slo.parse("ttft_p95=1.0"), 4, figures)
+    assert "add workers" in verdict_line(slo.parse("ttft_p95=1.0"), 4, figures)
 
 
 def test_a_step_without_a_successful_request_misses_with_its_figures_missing_not_zero():

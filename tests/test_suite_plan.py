@@ -2,7 +2,7 @@
 
 from bench_tasks.agent import Session, validate
 from bench_tasks.haystack import found, needle_messages
-from bench_tasks.prompt import calibrate, fresh_prompt, is_cache_hit, parse_size, size_label
+from bench_tasks.prompt import calibrate, fresh_prompt, parse_size, size_label
 from bench_tasks.suite import Coordinator, SuiteOptions, plan
 
 
@@ -92,15 +92,10 @@ def test_calibrate_hits_the_target_with_a_nonlinear_counter():
 
 
 def test_needle_sits_at_its_depth_and_is_found_exactly():
-    text = needle_messages(2000, 0.5, "FALCON1234", seed=3, marker="[m]")[0]["content"]
+    text = needle_messages(2000, 0.5, "FALCON1234", seed=3, opening="[m]")[0]["content"]
     position = text.index("\n\nThe secret code word is FALCON1234.\n\n") / len(text)
     assert 0.4 < position < 0.6
     assert found("The code word is FALCON1234.", "FALCON1234") and not found("FALCON123", "FALCON1234")
-
-
-def test_cache_hit_tolerates_only_a_template_head():
-    assert not is_cache_hit(0, 4096) and not is_cache_hit(5, 4096) and is_cache_hit(4000, 4096)
-    assert not is_cache_hit(None, 4096)
 
 
 def test_agent_session_grows_and_validates_tool_calls():

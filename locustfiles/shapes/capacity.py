@@ -15,7 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench_tasks import slo as slos
-from bench_tasks.capacity import Search, probe_line
+from bench_tasks.capacity.lines import probe_line, verdict_line
+from bench_tasks.capacity.search import Search
 from bench_tasks.progress_log import ProgressLog
 from bench_tasks.records_file import CAPACITY_JSONL, PROGRESS_JSONL, JsonlWriter
 from locustfiles.llm_run import LLMRun
@@ -76,8 +77,8 @@ class CapacityShape(PhasedShape):
         self.log.write({"event": event, "t": time.perf_counter(), "phase": step.window, "students": step.students,
                         "step": step.number, "attempt": step.attempt, "window_s": step.held_s, **figures})
         search = self.coordinator
-        self.progress.note(slos.verdict_line(search.slo, step.students, figures, again=step.attempt == 1,
-                                             up_to_s=search.options.max_step_s))
+        self.progress.note(verdict_line(search.slo, step.students, figures, again=step.attempt == 1,
+                                        up_to_s=search.options.max_step_s))
         self._eta()
 
     def _eta(self) -> None:

@@ -16,10 +16,8 @@ class BurstUser(JobUser):
             record.release_offset_s = record.t_send - release_at
 
         question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        self.stream_chat(self.job_record(job), chat.messages(question, self.asker(job)), BURST_TOKENS,
+        # Opened by its own code: N people ask N questions, none served from another's cache, nor from an
+        # earlier round's or burst's, nor from an earlier run's.
+        opening = self.opening(job.phase, job.round, job.index)
+        self.stream_chat(self.job_record(job), chat.messages(question, opening), BURST_TOKENS,
                          ignore_eos=True, judge=judge)
-
-    def asker(self, job) -> str:
-        """A distinct prefix per burst size, user and round: N people ask N questions, none served from
-        another's cache, nor from an earlier round's or burst's."""
-        return f"{job.phase} user {job.index + 1}, round {job.round}"

@@ -36,11 +36,11 @@ class ChatUser(LLMUser):
         if limit and n >= limit:
             raise StopUser()
         question, run = chat.nth_question(n, self.options.question)
-        # The first pass asks the questions as written; each later pass opens them with its run, "(run 2) ...",
-        # so that no answer is read from the prefix cache of an earlier pass.
-        asker = f"run {run}" if run > 1 else ""
+        # Each question opened by its own code (the process's n-th: each worker counts its own), so that no
+        # answer is read from the cache of an earlier pass, another worker's question or an earlier run.
+        opening = self.opening("chat", getattr(self.environment.runner, "worker_index", 0), n)
         record = self.new_record("chat", "chat", round=run, concurrency=self.environment.runner.user_count)
-        self.stream_chat(record, chat.messages(question, asker), self.options.max_tokens,
+        self.stream_chat(record, chat.messages(question, opening), self.options.max_tokens,
                          ignore_eos=self.options.ignore_eos, stop=list(self.options.stop) or None)
         if limit and next(asked.finished) == limit:
             # The last answer is in: end the run (from another greenlet: quitting kills this one).
@@ -54,4 +54,5 @@ class ChatQuestionUser(JobUser):
 
     def run_job(self, job) -> None:
         question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        self.stream_chat(self.job_record(job), chat.messages(question, f"run {job.round}"), chat.MAX_TOKENS)
+        opening = self.opening(job.phase, job.round, job.index)
+        self.stream_chat(self.job_record(job), chat.messages(question, opening), chat.MAX_TOKENS)

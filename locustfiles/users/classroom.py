@@ -4,12 +4,11 @@ Locust started); ``SearchedStudent`` takes each question from the capacity searc
 labels it with the step it belongs to.
 """
 
-import os
-
 from locust import task
 from locust.runners import WorkerRunner
 
-from bench_tasks import classroom, paste, prompt
+from bench_tasks import cache_share, classroom, paste, prompt
+from bench_tasks.server import Unreachable
 from bench_tasks.suite import Job
 from bench_tasks.tokens import token_counter
 from locustfiles.users.llm_user import LLMUser
@@ -23,10 +22,12 @@ class Student(LLMUser):
     def on_start(self) -> None:
         self.user_id = self.llm.user_id()
         super().on_start()
-        pid, number = os.getpid(), self.llm.number("student")
-        # Seeded by process and number: students on different workers do not think in step.
-        self.student = classroom.Student(self.options.think_time, seed=pid * 100003 + number,
-                                         name=f"student {pid}-{number}", paste_share=self.options.paste_share)
+        worker, number = getattr(self.environment.runner, "worker_index", 0), self.llm.number("student")
+        # Seeded by worker and number: students on different workers do not think in step, and a run repeated
+        # with --repeat-mark asks the same questions.
+        self.student = classroom.Student(self.options.think_time, seed=worker * 100003 + number,
+                                         name=f"student {worker}-{number}", paste_share=self.options.paste_share)
+        self.resent = cache_share.Conversation()  # what the conversation sent before, which it may share
         self._wait_s = 0.0
 
     def wait_time(self) -> float:
@@ -49,20 +50,30 @@ class Student(LLMUser):
 
     def ask(self, job: Job) -> None:
         size = self.options.paste_size if self.student.pastes() else None
-        question = self.student.messages(self.document(size) if size else None)
-        record = self.new_record(job.scenario, job.phase, round=self.student.conversation, turn=self.student.turn,
+        conversation = self.student.conversation
+        opening = self.opening(self.scenario, self.student.name, conversation)
+        record = self.new_record(job.scenario, job.phase, round=conversation, turn=self.student.turn,
                                  students=job.students, prompt_size=size)
-        recorder = self.stream_chat(record, question, self.options.max_tokens, ignore_eos=self.options.ignore_eos)
+        try:
+            question = self.student.messages(self.document(size, conversation) if size else None, opening)
+        except Unreachable as exc:  # no server to count the document's tokens: this question failed
+            self.unreachable(record, exc)
+            return
+        recorder = self.stream_chat(record, question, self.options.max_tokens, ignore_eos=self.options.ignore_eos,
+                                    judge=self.resent.judge)
         if record.ok:
             self.student.answered(question, recorder.answer_text)
+        if self.student.conversation != conversation:
+            self.resent = cache_share.Conversation()  # a new conversation shares nothing of the last
 
-    def document(self, size: int) -> str:
+    def document(self, size: int, conversation: int) -> str:
         """A fresh document of ``size`` tokens (counted on the server) to paste above the question."""
         target = self.target
         count = self.llm.activity.noted(token_counter(self.environment.host, target.profile, target.model,
                                                       target.api_key, self.options.read_timeout))
-        marker, seed = prompt.fresh_marker(), self.student.rng.randrange(1 << 30)
-        messages, _ = prompt.calibrate(lambda words: [{"role": "user", "content": paste.document(marker, words, seed)}],
+        opening = self.opening("paste", self.student.name, conversation, self.student.turn)
+        seed = self.student.rng.randrange(1 << 30)
+        messages, _ = prompt.calibrate(lambda words: [{"role": "user", "content": paste.document(opening, words, seed)}],
                                        count, size)
         return messages[0]["content"]
 

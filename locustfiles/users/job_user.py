@@ -12,6 +12,7 @@ import time
 
 from locust import task
 
+from bench_tasks.server import Unreachable
 from bench_tasks.suite import Job
 from locustfiles.users.llm_user import LLMUser
 
@@ -52,6 +53,8 @@ class JobUser(LLMUser):
         self._wait_s = 0.0
         try:
             self.run_job(job)
+        except Unreachable as exc:  # no server while the job's prompt was sized: a failed request
+            self.unreachable(self.job_record(job, prompt_size=job.size, needle_depth=job.depth), exc)
         finally:
             self.llm.link().done(job, self.user_id)
 

@@ -9,10 +9,13 @@ run; the runnable locustfile made it (llm_run.install).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 from locust import FastHttpUser
 
+from bench_tasks import cache_share, run_mark
+from bench_tasks.errors import CONNECT_ERROR
 from bench_tasks.payload import CHAT_PATH, chat_body, encode
 from bench_tasks.record import Record
 from bench_tasks.stream import Recorder
@@ -46,7 +49,12 @@ class LLMUser(FastHttpUser):
         """One short request, never counted: it opens the connection (a first request would also
         time the TCP connect and the resolver) and wakes the server."""
         record = self.new_record("warmup", f"warmup-{self.scenario}")
-        self.stream_chat(record, [{"role": "user", "content": "Say hello."}], 8, ignore_eos=True)
+        self.stream_chat(record, [{"role": "user", "content": f"{self.opening('warmup', record.user)} Say hello."}],
+                         8, ignore_eos=True)
+
+    def opening(self, *identity) -> str:
+        """What opens the prompt of the job ``identity`` names: this run's mark and the job's code."""
+        return run_mark.opening(self.options.mark, *identity)
 
     # -- building blocks for workloads --
     def new_record(self, scenario: str, phase: str, **labels) -> Record:
@@ -60,6 +68,8 @@ class LLMUser(FastHttpUser):
             engine=self.target.profile.name,
             model=self.target.model,
             clock_offset_s=self.llm.clock_offset_s(),
+            run_mark=self.options.mark,
+            mark_repeated=self.options.repeat_mark is not None,
             **labels,
         )
 
@@ -67,17 +77,28 @@ class LLMUser(FastHttpUser):
                     ignore_eos: bool = False, stop: list[str] | None = None, judge: Judge | None = None) -> Recorder:
         body = chat_body(self.target.model, messages, max_tokens, tools=tools, stop=stop,
                          ignore_eos=ignore_eos and self.target.profile.ignore_eos, extras=self.target.extras)
+        if record.shareable_tokens is None:
+            record.shareable_tokens = self.target.shareable_tokens(messages, tools)
         return self.stream(CHAT_PATH, body, record, judge)
+
+    def unreachable(self, record: Record, exc: Exception) -> None:
+        """A request that could not be made because no server answered while it was prepared (its prompt's tokens
+        counted): a failed request (``connect_error``), as if sent then, not a failed run (a crashed server may be
+        brought back: docs/measurement.md#when-the-server-goes-away)."""
+        record.t_start, record.t_send, record.e2e_s = time.time(), time.perf_counter(), 0.0
+        record.error, record.error_detail = CONNECT_ERROR, str(exc)[:300]
+        self.llm.sink.add(record.to_dict())
 
     def stream(self, path: str, body: dict, record: Record, judge: Judge | None = None) -> Recorder:
         """Send ``body``, read the stream as it arrives, fill and write ``record``.
 
-        ``judge(record, recorder)`` labels the answer (needle found, tool call valid, cache hit)
-        before the record is written.
+        ``judge(record, recorder)`` labels the answer (needle found, tool call valid, a conversation's share)
+        before the cache check (bench_tasks.cache_share) and the record is written.
         """
         record.endpoint = path
         recorder = streamed_request.send(self, path, encode(body), record)
         if judge is not None:
             judge(record, recorder)
+        cache_share.check(record)
         self.llm.sink.add(record.to_dict())
         return recorder

@@ -11,12 +11,12 @@ class NeedleUser(JobUser):
     scenario = "needle"
 
     def run_job(self, job) -> None:
-        word, marker = haystack.code_word(job.index), prompt.fresh_marker()
+        word, opening = haystack.code_word(job.index), self.opening(job.phase, job.index)
         count = self.llm.activity.noted(token_counter(self.environment.host, self.target.profile,
                                                       self.target.model, self.target.api_key,
                                                       self.options.read_timeout))
         messages, _ = prompt.calibrate(
-            lambda n: haystack.needle_messages(n, job.depth, word, seed=1000 + job.index, marker=marker),
+            lambda n: haystack.needle_messages(n, job.depth, word, seed=1000 + job.index, opening=opening),
             count, job.size)
 
         def judge(record, recorder) -> None:

@@ -15,9 +15,9 @@ from locust.exception import StopUser
 from locust.runners import LocalRunner
 
 from bench_tasks import chat, paste, prompt
+from bench_tasks.server import Unreachable
 from bench_tasks.tokens import token_counter
 from locustfiles.users.llm_user import LLMUser
-from locustfiles.users.prompt import flag_cache_hit
 
 
 @dataclass
@@ -39,12 +39,14 @@ class PasteChatUser(LLMUser):
         run = self.llm.state(Pasting)
         if run.chats.closing:
             raise StopUser()
-        question, round_ = chat.nth_question(next(run.asked), self.options.question)
+        n = next(run.asked)
+        question, round_ = chat.nth_question(n, self.options.question)
+        opening = self.opening(paste.CHAT_PHASE, getattr(self.environment.runner, "worker_index", 0), n)
         record = self.new_record(paste.SCENARIO, paste.CHAT_PHASE, round=round_,
                                  concurrency=self.environment.runner.user_count)
         run.chats.asked(self, time.perf_counter(), self.last_ttft_s, self.last_e2e_s)
         try:
-            self.stream_chat(record, chat.messages(question, prompt.fresh_marker()), self.options.max_tokens,
+            self.stream_chat(record, chat.messages(question, opening), self.options.max_tokens,
                              ignore_eos=self.options.ignore_eos, stop=list(self.options.stop) or None)
         finally:
             run.chats.answered(self)
@@ -65,11 +67,17 @@ class PasteUser(LLMUser):
         count_tokens = self.llm.activity.noted(token_counter(self.environment.host, self.target.profile,
                                                              self.target.model, self.target.api_key,
                                                              self.options.read_timeout))
-        marker = prompt.fresh_marker()
-        messages, _ = prompt.calibrate(lambda words: prompt.fresh_prompt(marker, words, seed=n), count_tokens, size)
+        phase = paste.paste_phase(size)
+        opening = self.opening(phase, getattr(self.environment.runner, "worker_index", 0), n)
+        record = self.new_record(paste.SCENARIO, phase, round=n + 1, prompt_size=size)
+        try:
+            messages, _ = prompt.calibrate(lambda words: prompt.fresh_prompt(opening, words, seed=n), count_tokens,
+                                           size)
+        except Unreachable as exc:  # no server to count the document's tokens: this paste failed
+            self.unreachable(record, exc)
+            return
         self.wait_for_a_streaming_answer(run.chats)
-        record = self.new_record(paste.SCENARIO, paste.paste_phase(size), round=n + 1, prompt_size=size)
-        self.stream_chat(record, messages, paste.ANSWER_TOKENS, ignore_eos=True, judge=flag_cache_hit)
+        self.stream_chat(record, messages, paste.ANSWER_TOKENS, ignore_eos=True)
 
     def wait_for_a_streaming_answer(self, chats: paste.Chats) -> None:
         """Until a chat answer of this process streams (at once when its answers are too short to catch; at

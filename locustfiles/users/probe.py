@@ -1,9 +1,9 @@
-"""The capacity search's probe (bench_tasks.probe): its requests are the suite's bursts and fresh prompts,
+"""The capacity search's probe (bench_tasks.capacity.probe): its requests are the suite's bursts and fresh prompts,
 and the classroom's first questions (capacity.py)."""
 
-from bench_tasks import chat, probe
+from bench_tasks import chat
 from bench_tasks import classroom as lessons
-from bench_tasks.prompt import fresh_marker
+from bench_tasks.capacity import probe
 from locustfiles.users.burst import BurstUser
 from locustfiles.users.job_user import JobUser
 from locustfiles.users.prompt import PromptUser
@@ -19,15 +19,13 @@ class ProbeUser(JobUser):
         if probe.kind(job.phase) == probe.BURST:
             BurstUser.run_job(self, job)
         elif job.phase == probe.PROMPT and job.size is None:  # an answer decoding while the long prompt is read
-            self.stream_chat(self.job_record(job), chat.messages(chat.QUESTIONS[0], self.asker(job)),
+            opening = self.opening(job.phase, job.round, job.index)
+            self.stream_chat(self.job_record(job), chat.messages(chat.QUESTIONS[0], opening),
                              probe.PAUSE_TOKENS, ignore_eos=True)
         elif job.phase == probe.PROMPT:
             PromptUser.run_job(self, job)
         else:  # a fresh student's first question, answered as the class's are
-            student = lessons.Student(self.options.think_time, seed=job.index, name=f"student {fresh_marker()}")
-            self.stream_chat(self.job_record(job, turn=1), student.messages(), self.options.max_tokens,
-                             ignore_eos=self.options.ignore_eos)
-
-    def asker(self, job) -> str:
-        """A burst rung's prefix: fresh, as an earlier search's probe is in no cache."""
-        return f"{fresh_marker()} {job.phase} user {job.index + 1}"
+            student = lessons.Student(self.options.think_time, seed=job.index, name=f"student {job.index + 1}")
+            opening = self.opening(job.phase, job.round, job.index)
+            self.stream_chat(self.job_record(job, turn=1), student.messages(opening=opening),
+                             self.options.max_tokens, ignore_eos=self.options.ignore_eos)

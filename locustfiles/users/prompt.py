@@ -1,7 +1,6 @@
 """Fresh long prompts, one at a time: how fast does the server read a prompt it has never seen (prompt.py)."""
 
 from bench_tasks import prompt
-from bench_tasks.record import add_flag
 from bench_tasks.tokens import token_counter
 from locustfiles.users.job_user import JobUser
 
@@ -14,15 +13,9 @@ class PromptUser(JobUser):
     scenario = "prompt"
 
     def run_job(self, job) -> None:
-        marker = prompt.fresh_marker()
+        opening = self.opening(job.phase, job.round, job.index)
         count = self.llm.activity.noted(token_counter(self.environment.host, self.target.profile,
                                                       self.target.model, self.target.api_key,
                                                       self.options.read_timeout))
-        messages, _ = prompt.calibrate(lambda n: prompt.fresh_prompt(marker, n, seed=job.index), count, job.size)
-        self.stream_chat(self.job_record(job, prompt_size=job.size), messages, ANSWER_TOKENS, ignore_eos=True,
-                         judge=flag_cache_hit)
-
-
-def flag_cache_hit(record, _recorder) -> None:
-    if prompt.is_cache_hit(record.cached_tokens, record.prompt_tokens):
-        add_flag(record, "cache_hit")
+        messages, _ = prompt.calibrate(lambda n: prompt.fresh_prompt(opening, n, seed=job.index), count, job.size)
+        self.stream_chat(self.job_record(job, prompt_size=job.size), messages, ANSWER_TOKENS, ignore_eos=True)

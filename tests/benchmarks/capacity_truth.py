@@ -11,7 +11,7 @@ Without --host it serves the simulated engine as "a server like the issue's": 4 
 256 tokens (its natural length, --answer-tokens-min/max 256, at the class's --max-tokens 256), each decoded at
 100 tok/s whatever the others do (--decode-slowdown 0), prompts read at 40000 tok/s (a 1.2K-token conversation
 in 30 ms). Its paper capacity for the class of 10-40 s thinkers and ttft_p95 <= 1 s is what the queueing model
-(bench_tasks/classroom_queue.py) says on those true timings (printed first: 24, with the p95 at 24 and 25 about
+(bench_tasks/capacity/queue_model.py) says on those true timings (printed first: 24, with the p95 at 24 and 25 about
 0.95 and 1.2 s, so "24-25").
 
 The default search is `llm-bench capacity --host URL --slo SLO --out DIR` with no other option; the exhaustive
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import simengine
 from bench_tasks import slo as slos
+from bench_tasks.capacity.queue_model import Server, predict
 from bench_tasks.classroom import ThinkTime
-from bench_tasks.classroom_queue import Server, predict
 
 SIM = simengine.SimConfig(port=0, slots=4, decode_tps=100.0, decode_slowdown=0.0, answer_tokens_min=256,
                           answer_tokens_max=256, prefill_tps=40000.0)

@@ -1,5 +1,5 @@
 """How often does a capacity step's interval hold the class's true percentile, and what does an honest one
-cost the search? A benchmark on the queueing model (bench_tasks/classroom_queue.py), not a test (pytest does not
+cost the search? A benchmark on the queueing model (bench_tasks/capacity/queue_model.py), not a test (pytest does not
 collect it: it runs for a few minutes).
 
     python tests/benchmarks/window_coverage.py                      # the coverage table, then the searches
@@ -10,8 +10,8 @@ prefix), the class thinks 10-40 s. For each class size the truth is the model's 
 requests over three seeds). Each seed runs the class once, steadily, and cuts it into consecutive windows of
 the given length; every window's requests, in the order they were asked, get each method's 90% interval:
 
-- ``order statistics``: ``intervals.quantile_interval`` (open ends), as if the requests were independent;
-- ``batch means``: ``intervals.window_quantile_interval``, what ``slo.judge`` now uses;
+- ``order statistics``: ``statistics.quantile_interval`` (open ends), as if the requests were independent;
+- ``batch means``: ``statistics.window_quantile_interval``, what ``slo.judge`` now uses;
 - ``t on batch p95s``: sectioning on each batch's own p95 (the window's p95 +/- Student's t times the spread
   of five batch p95s): the textbook alternative, kept here to show why it was not chosen.
 
@@ -36,11 +36,11 @@ import sys
 from collections import Counter
 
 from bench_tasks import slo as slos
-from bench_tasks.capacity import Gallop, conclude, shrink_at_limit
+from bench_tasks.capacity.policy import Gallop, conclude
+from bench_tasks.capacity.queue_model import Server, predict, simulate
+from bench_tasks.capacity.steps import shrink_at_limit
 from bench_tasks.classroom import ThinkTime
-from bench_tasks.classroom_queue import Server, predict, simulate
-from bench_tasks.intervals import quantile_interval, t_quantile, window_quantile_interval
-from bench_tasks.stream import quantile
+from bench_tasks.statistics import quantile, quantile_interval, t_quantile, window_quantile_interval
 
 SERVER = Server(slots=4, token_s=1 / 100, answer_tokens=(256,), first_token_s=0.001, prefill_tps=40000.0,
                 first_prompt_tokens=60, cached_history=True)

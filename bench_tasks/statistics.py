@@ -1,5 +1,10 @@
-"""Confidence intervals that say how sure a figure is, honest at small n. Pure (stdlib, and
-the tables' one percentile rule: ``bench_tasks.stream.quantile``).
+"""The small statistics every figure is made with: a percentile, a median, and the confidence
+intervals that say how sure a figure is, honest at small n. Pure and stdlib-only: the Recorder, the
+phases' figures, the SLO's verdict, the capacity search and the report's tables all take them from here.
+
+``quantile(sorted_values, q)``: the tables' one percentile rule, linear interpolation between the two
+nearest values (numpy's and pandas' default: p95 of [1, 2] is 1.95). ``median(values)``: the same rule
+at 0.5 over the known values (None and NaN left out), None when there are none.
 
 ``quantile_interval(values, q)``: where the true q-quantile (the median, a p95) of the distribution
 the values came from lies, between two of the sorted values (order statistics; no assumption about
@@ -46,8 +51,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bench_tasks.stream import quantile
-
 ORDER_STATISTICS, CLOPPER_PEARSON, BATCH_MEANS = "order statistics", "Clopper-Pearson", "batch means"
 BATCHES = 5  # consecutive batches of a window (chosen on the model: see window_quantile_interval)
 _SLACK = 1e-12  # binomial tails computed in floating point: a tail of exactly (1 - level)/2 counts as within it
@@ -60,9 +63,19 @@ class Interval:
     level: float  # the coverage achieved: the chance, before sampling, that the interval holds the truth
     method: str
 
-    def text(self, digits: int = 3) -> str:
-        """``0.712–0.968``, with an open end as ``?``."""
-        return "–".join("?" if end is None else f"{end:.{digits}g}" for end in (self.low, self.high))
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), on a sorted list."""
+    position = (len(sorted_values) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def median(values) -> float | None:
+    """The median of the known values (None and NaN left out); None when none is known."""
+    known = sorted(v for v in values if v is not None and v == v)
+    return quantile(known, 0.5) if known else None
 
 
 def quantile_interval(values, q: float, level: float = 0.90, open_ends: bool = False) -> Interval | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench_tasks import slo
+from bench_tasks.capacity.queue_model import Server, judge_class, predict, saturation_students, simulate
 from bench_tasks.classroom import ThinkTime
-from bench_tasks.classroom_queue import Server, judge_class, predict, saturation_students, simulate
 
 # test_capacity_sim's engine (its comment works the capacity out on paper): 4 slots, answers of 41 tokens,
 # the first at the end of a negligible prefill, the other 40 at 40 tok/s: a question holds a slot 1.0 s;

@@ -8,7 +8,7 @@ from statistics import NormalDist
 
 import pytest
 
-from bench_tasks.intervals import (BATCH_MEANS, CLOPPER_PEARSON, ORDER_STATISTICS, median_interval, quantile_interval,
+from bench_tasks.statistics import (BATCH_MEANS, CLOPPER_PEARSON, ORDER_STATISTICS, median_interval, quantile_interval,
                                    share_interval, smallest_n, t_quantile, window_quantile_interval)
 
 
@@ -144,9 +144,9 @@ def test_on_independent_values_the_window_interval_holds_the_order_statistic_one
 
 
 def test_on_the_classroom_model_the_window_interval_holds_the_long_run_p95_where_order_statistics_do_not():
+    from bench_tasks.capacity.queue_model import Server, simulate
     from bench_tasks.classroom import ThinkTime
-    from bench_tasks.classroom_queue import Server, simulate
-    from bench_tasks.stream import quantile
+    from bench_tasks.statistics import quantile
 
     # The server at 24 students, near its knee: one busy period delays several questions in a row.
     server = Server(slots=4, token_s=0.01, answer_tokens=(256,), first_token_s=0.001, prefill_tps=40000.0,

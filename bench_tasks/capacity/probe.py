@@ -17,23 +17,29 @@ Its phases (scenario ``probe``: counted in the report's requests table, never ju
   an engine that reads prompts beside the decoding does not), as the share of the prompt's reading
   time they lost.
 - ``probe-answers``: the classroom's first questions (``ANSWERS`` of them, each from a fresh student,
-  asked by the last rung's users: the server answers as many at once as it has slots), answered as the class's are (``--max-tokens``, natural length
-  unless ``--ignore-eos``): how long the answers are, and how long a conversation's first prompt is.
+  asked by the last rung's users: the server answers as many at once as it has slots), answered as the
+  class's are (``--max-tokens``, natural length unless ``--ignore-eos``): how long the answers are, and
+  how long a conversation's first prompt is.
 
 ``Probe`` runs the phases with the suite's ``Coordinator`` (one per phase: the next rung depends on the
 last one's records) behind the users' protocol (``take``, ``done``, ``forget``) and ``record``, clock
-injected; ``server`` turns its records into ``classroom_queue.Server``. Pure: no Locust.
+injected; ``server`` turns its records into ``queue_model.Server``. A phase waits for its answers, and
+after the last for ``record_wait_s`` at most for their records; an answer not in by ``overdue_s`` after
+the phase's last question was handed out is overdue (see ``search_options``), and the probe goes on
+with what came, saying so in its notes. Pure: no Locust.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import StatisticsError, fmean, linear_regression
 
-from bench_tasks import slo as slos
+from bench_tasks.capacity.queue_model import QUESTION_TOKENS, Server
+from bench_tasks.capacity.search_options import RECORD_WAIT_S, SearchOptions
 from bench_tasks.classroom import SYSTEM, TOPICS
-from bench_tasks.classroom_queue import QUESTION_TOKENS, Server
-from bench_tasks.stream import quantile
+from bench_tasks.figures import number, succeeded
+from bench_tasks.statistics import median
 from bench_tasks.suite import Coordinator, Job, Phase
 
 SCENARIO = "probe"
@@ -43,7 +49,6 @@ MAX_BURST = 64  # a server that seats this many at once has no slot limit a clas
 SEEN_S = 0.005  # a first token later by less than this is the network's and the scheduler's noise, not prefill
 PAUSE_TOKENS = 256  # the answer decoded while the long prompt is read: long enough to span its reading
 PAUSE_SEEN_S = 0.05  # a prompt read faster than this pauses nothing worth modelling
-RECORD_WAIT_S = 7.0  # as the search's: after the last answer, how long its records may take to arrive
 
 
 def kind(phase: str) -> str:
@@ -73,7 +78,7 @@ def longest_prompt(max_tokens: int) -> int:
 
 
 def _ok(rows: list[dict]) -> list[dict]:
-    return [row for row in rows if slos.succeeded(row)]
+    return [row for row in rows if succeeded(row)]
 
 
 def served_at_once(rows: list[dict]) -> list[dict]:
@@ -83,9 +88,9 @@ def served_at_once(rows: list[dict]) -> list[dict]:
     release instant, so records of several workers compare."""
     timed = []
     for row in _ok(rows):
-        ttft, e2e = slos.number(row.get("ttft_s")), slos.number(row.get("e2e_s"))
+        ttft, e2e = number(row.get("ttft_s")), number(row.get("e2e_s"))
         if ttft is not None and e2e is not None:
-            offset = slos.number(row.get("release_offset_s")) or 0.0
+            offset = number(row.get("release_offset_s")) or 0.0
             timed.append((offset + ttft, offset + e2e, row))
     if not timed:
         return []
@@ -94,22 +99,18 @@ def served_at_once(rows: list[dict]) -> list[dict]:
     return [row for first, _, row in timed if first < halfway]
 
 
-def median(values: list[float]) -> float | None:
-    known = sorted(v for v in values if v is not None)
-    return quantile(known, 0.5) if known else None
-
-
 def fit_token_time(points: list[tuple[int, float]]) -> tuple[float, float]:
     """(seconds per token decoding alone, seconds added per other request decoding): a least-squares
     line through (requests decoding at once, seconds per token), its slope kept at 0 or more."""
     if not points:
         raise ValueError("no decode rate was measured")
     xs, ys = [k - 1 for k, _ in points], [y for _, y in points]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread if spread else 0.0
-    slope = max(slope, 0.0)
-    alone = mean_y - slope * mean_x
+    try:
+        slope = max(linear_regression(xs, ys).slope, 0.0)
+    except StatisticsError:  # one number decoding at once: no slope to see
+        slope = 0.0
+    mean_y = fmean(ys)
+    alone = mean_y - slope * fmean(xs)
     if alone <= 0:  # a line that would decode alone in no time: a flat rate says more
         return mean_y, 0.0
     return alone, slope
@@ -121,6 +122,7 @@ class Probe:
     clock: Callable[[], float]
     max_burst: int = MAX_BURST
     record_wait_s: float = RECORD_WAIT_S
+    overdue_s: float = SearchOptions().overdue_s
     on_enter: Callable[[Phase], None] | None = None  # a probe phase opened
     on_take: Callable[[Job], None] | None = None
     phase: Phase | None = None
@@ -129,7 +131,10 @@ class Probe:
     slots: int | None = None  # None: no slot limit seen up to the largest burst
     notes: list[str] = field(default_factory=list)  # what the probe saw that the figures do not say
     _coordinator: Coordinator | None = None
-    _last_answer: float | None = None
+    _handed: int = 0  # the phase's questions handed out
+    _answered: int = 0  # and answered
+    _handed_at: float | None = None  # when its last question was handed out
+    _answered_at: float | None = None  # when the last answer came, or the phase's answers were all in
 
     def __post_init__(self) -> None:
         self._open(burst_phase(1))
@@ -139,14 +144,20 @@ class Probe:
         if self.finished or self._coordinator is None:
             return None
         job = self._coordinator.take(scenario, user)
-        if job is not None and self.on_take is not None:
+        if job is None:
+            return None
+        self._handed += 1
+        if self._handed == len(self.phase.jobs):
+            self._handed_at = self.clock()
+        if self.on_take is not None:
             self.on_take(job)
         return job
 
     def done(self, job: Job) -> None:
         if self._coordinator is not None and self.phase is not None and job.phase == self.phase.name:
             self._coordinator.done(job)
-            self._last_answer = self.clock()
+            self._answered += 1
+            self._answered_at = self.clock()
         self.poll()
 
     def give_back(self, job: Job) -> None:
@@ -156,22 +167,38 @@ class Probe:
     def forget(self, user: str) -> list[Job]:
         return self._coordinator.forget(user) if self._coordinator is not None else []
 
+    def waiting_on(self) -> str:
+        if self._coordinator is None:
+            return "done" if self.finished else "nothing"
+        if self._coordinator.finished:
+            return f"the records of {self.phase.name}"
+        return self._coordinator.waiting_on()
+
     def record(self, row: dict) -> None:
         if self.phase is not None and row.get("phase") == self.phase.name and row.get("scenario") == SCENARIO:
             self.rows.setdefault(self.phase.name, []).append(row)
             self.poll()
 
     def poll(self) -> None:
-        if self.finished or self._coordinator is None or not self._coordinator.finished:
+        if self.finished or self._coordinator is None:
             return
+        now = self.clock()
+        if not self._coordinator.finished:
+            if self._handed_at is not None and now - self._handed_at >= self.overdue_s:
+                self.notes.append(f"{len(self.phase.jobs) - self._answered} of the {len(self.phase.jobs)} answers of "
+                                  f"{self.phase.name} were overdue ({self.overdue_s:g} s after the last question): "
+                                  "the probe went on with what came")
+                self._next()
+            return
+        if self._answered_at is None:  # closed by forget alone: no answer to wait from
+            self._answered_at = now
         came = len(self.rows.get(self.phase.name, []))
-        waited = self.clock() - (self._last_answer if self._last_answer is not None else self.clock())
-        if came >= self.phase.expected_records or waited >= self.record_wait_s:
+        if came >= self.phase.expected_records or now - self._answered_at >= self.record_wait_s:
             self._next()
 
     # -- the phases --
     def _open(self, phase: Phase) -> None:
-        self.phase, self._last_answer = phase, None
+        self.phase, self._handed, self._answered, self._handed_at, self._answered_at = phase, 0, 0, None, None
         self._coordinator = Coordinator([phase], clock=self.clock)
         if self.on_enter is not None:
             self.on_enter(phase)
@@ -228,18 +255,18 @@ class Probe:
             if kind(name) != BURST:
                 continue
             k = int(name.rsplit("-", 1)[1])
-            rate = median([slos.number(row.get("decode_tps")) for row in served_at_once(rows)])
+            rate = median([number(row.get("decode_tps")) for row in served_at_once(rows)])
             if rate:
                 points.append((min(k, self.slots or k), 1.0 / rate))
         token_s, per_stream = fit_token_time(points)
-        ttft_1, read_1 = slos.number(first[0].get("ttft_s")), read_tokens(first[0])
+        ttft_1, read_1 = number(first[0].get("ttft_s")), read_tokens(first[0])
         prefill_tps = self._prefill_tps(ttft_1, read_1)
         overhead = ttft_1 - (read_1 / prefill_tps if prefill_tps else 0.0)
         answers = _ok(self.rows.get(ANSWERS_PHASE, []))
-        lengths = tuple(int(n) for n in (slos.number(row.get("completion_tokens")) for row in answers) if n)
+        lengths = tuple(int(n) for n in (number(row.get("completion_tokens")) for row in answers) if n)
         if not lengths:
             self.notes.append(f"no answer's length was measured: taken as {self.max_tokens} tokens")
-        first_prompt = median([slos.number(row.get("prompt_tokens")) for row in answers])
+        first_prompt = median([number(row.get("prompt_tokens")) for row in answers])
         # A server that served the instructions the questions share from its cache keeps prefixes: a turn
         # then reads its question alone (what the cache did not hold of a first question: the question).
         cached = [row for row in answers if cached_tokens(row)]
@@ -254,8 +281,8 @@ class Probe:
     def _prompt_rows(self) -> tuple[dict | None, dict | None]:
         """The long prompt's record and the record of the answer decoded beside it (None: failed)."""
         rows = _ok(self.rows.get(PROMPT, []))
-        long = [row for row in rows if slos.number(row.get("prompt_size"))]
-        beside = [row for row in rows if not slos.number(row.get("prompt_size"))]
+        long = [row for row in rows if number(row.get("prompt_size"))]
+        beside = [row for row in rows if not number(row.get("prompt_size"))]
         return (long[0] if long else None), (beside[0] if beside else None)
 
     def _prefill_tps(self, ttft_1: float, read_1: float) -> float | None:
@@ -266,7 +293,7 @@ class Probe:
         if long is None:
             self.notes.append("the long prompt failed: reading a prompt taken as free")
             return None
-        ttft, tokens = slos.number(long.get("ttft_s")), read_tokens(long)
+        ttft, tokens = number(long.get("ttft_s")), read_tokens(long)
         if ttft is None or not tokens or ttft - ttft_1 < SEEN_S or tokens <= read_1:
             return None
         return (tokens - read_1) / (ttft - ttft_1)
@@ -288,12 +315,12 @@ class Probe:
             self.notes.append("no answer was streaming when the long prompt's reading ended: whether reading a "
                               "prompt pauses the others is not known, taken as not")
             return 0.0
-        tokens, ttft_1, rate_1 = (slos.number(row.get(c)) for row, c in
+        tokens, ttft_1, rate_1 = (number(row.get(c)) for row, c in
                                   ((beside, "completion_tokens"), (first, "ttft_s"), (first, "decode_tps")))
-        e2e = slos.number(beside.get("e2e_s"))
+        e2e = number(beside.get("e2e_s"))
         if not tokens or not rate_1 or ttft_1 is None or e2e is None:
             return 0.0
-        together = min((slos.number(long.get("completion_tokens")) or 1.0) - 1, tokens - 1)  # steps shared
+        together = min((number(long.get("completion_tokens")) or 1.0) - 1, tokens - 1)  # steps shared
         alone_s = ttft_1 + (tokens - 1) / rate_1 + together * per_stream
         return min(max((e2e - alone_s) / reading_s, 0.0), 1.0)
 
@@ -301,18 +328,18 @@ class Probe:
 def _span(row: dict) -> tuple[float, float] | None:
     """When a request's first token came and when it ended, on the run's common clock (the master's
     when the records came from workers): for the long prompt, when its reading ended."""
-    sent, ttft, e2e = (slos.number(row.get(c)) for c in ("t_send", "ttft_s", "e2e_s"))
+    sent, ttft, e2e = (number(row.get(c)) for c in ("t_send", "ttft_s", "e2e_s"))
     if None in (sent, ttft, e2e):
         return None
-    sent += slos.number(row.get("clock_offset_s")) or 0.0
+    sent += number(row.get("clock_offset_s")) or 0.0
     return sent + ttft, sent + e2e
 
 
 def cached_tokens(row: dict) -> float:
     """Prompt tokens the server says its cache held (usage's cached_tokens, or llama.cpp's own cache_n)."""
-    return slos.number(row.get("cached_tokens")) or slos.number(row.get("engine_cache_n")) or 0.0
+    return number(row.get("cached_tokens")) or number(row.get("engine_cache_n")) or 0.0
 
 
 def read_tokens(row: dict) -> float:
     """Prompt tokens the server had to read: the prompt less what its cache held."""
-    return max((slos.number(row.get("prompt_tokens")) or 0.0) - cached_tokens(row), 0.0)
+    return max((number(row.get("prompt_tokens")) or 0.0) - cached_tokens(row), 0.0)

@@ -33,6 +33,7 @@ import math
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from statistics import fmean
 
 from bench_tasks import slo as slos
 from bench_tasks.classroom import TOPICS, ThinkTime
@@ -213,13 +214,13 @@ def judge_class(server: Server, think: ThinkTime, slo: slos.Slo, students: int,
     figures = {goal.figure: slos.percentile(rows, goal.column, goal.quantile) for goal in slo.goals}
     meets = bool(rows) and all(goal.holds(figures[goal.figure]) for goal in slo.goals)
     rate = (len(rows) - 1) / span if span > 0 else 0.0
-    response = sum(row["e2e_s"] for row in rows) / len(rows) if rows else 0.0
+    response = fmean(row["e2e_s"] for row in rows) if rows else 0.0
     return ClassFigures(students, meets, figures, rate, response, values, series)
 
 
 def saturation_students(server: Server, think: ThinkTime) -> int:
     """The class that keeps every slot busy on average (a fluid bound): the knee lies at or below it."""
-    answer = sum(server.answer_tokens) / len(server.answer_tokens)
+    answer = fmean(server.answer_tokens)
     busy_s = server.first_token_s + (answer - 1) * server.token_time_s(server.slots)
     think_mean = (think.min_s + think.max_s) / 2
     return max(1, math.ceil(server.slots * (busy_s + think_mean) / busy_s))

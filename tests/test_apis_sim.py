@@ -1,0 +1,121 @@
+"""Each API's decoder against the simulated engine, which knows the true time of every event it writes.
+
+The requests are built by bench_tasks.apis and read by tests/api_stream.py (no Locust: the workloads
+speak one API until `--api` is wired in); the figures are held to the engine's truth log as the chat
+path's are in tests/test_accuracy_sim.py, with events carrying one token, four, and llama.cpp-style
+drafts written back to back.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+import pytest
+
+from bench_tasks import agent, apis, engine
+from tests.api_stream import measure, pinned
+from tests.conftest import read_truth, split_cores
+
+pytestmark = pytest.mark.alone  # held to a truth: the machine to itself (tests/machine.py)
+
+SIM = engine.profile("sim")
+
+
+def truth_of(sim, records) -> list[dict]:
+    rows = read_truth(sim.truth_log).set_index("request_id")
+    return [rows.loc[record.request_id].to_dict() for record in records]
+
+
+@pytest.mark.parametrize("api", apis.APIS)
+@pytest.mark.parametrize("tokens_per_event,draft_tokens", [(1, 0), (4, 0), (1, 4)],
+                         ids=["one-token-events", "vllm-style-4-per-event", "llamacpp-style-drafts"])
+def test_each_api_matches_the_engine_truth(start_sim, api, tokens_per_event, draft_tokens):
+    # Answers end by themselves, with an end-of-sequence token that has no text, as trained models' do; the
+    # engine as test_accuracy_sim sets it for the chat path.
+    sim = start_sim(slots=4, decode_tps=60.0, tokens_per_event=tokens_per_event, draft_tokens=draft_tokens,
+                    answer_tokens_min=60, answer_tokens_max=100)
+    records = []
+    with pinned(split_cores(sim)):
+        for i in range(4):
+            question = [{"role": "user", "content": f"Question {i}: why is the sky blue?"}]
+            records.append(measure(sim.url, apis.build(api, "sim-model", question, 256, profile=SIM))[1])
+    truths = truth_of(sim, records)
+    for record, truth in zip(records, truths):
+        assert record.ok and record.done and record.api == api and truth["api"] == api, record.error_detail
+        assert record.finish_reason == "stop" and truth["closing_tokens"] == 1
+        assert record.completion_tokens == truth["completion_tokens"] and record.prompt_tokens == truth["prompt_tokens"]
+        assert record.content_events == truth["n_events"]
+    ttft_errors = [abs(r.t_send + r.ttft_s - t["t_first_token"]) for r, t in zip(records, truths)]
+    # The decode interval, with the true tokens: the decoder's timing alone.
+    interval_errors = [abs((r.completion_tokens - t["first_event_tokens"]) / r.decode_s / t["decode_tps"] - 1)
+                       for r, t in zip(records, truths)]
+    rate_errors = [abs(r.decode_tps / t["decode_tps"] - 1) for r, t in zip(records, truths)]
+    print(f"{api}, {tokens_per_event} token(s)/event, drafts {draft_tokens}: |first token error| p50 "
+          f"{median(ttft_errors) * 1000:.3f} ms, max {max(ttft_errors) * 1000:.3f} ms; |decode error| p50 "
+          f"{median(rate_errors) * 100:.4f}% (interval alone {median(interval_errors) * 100:.4f}%)")
+    # As the chat path is held in tests/test_accuracy_sim.py: medians within 2 ms and 0.1%.
+    assert median(ttft_errors) <= 0.002 and median(interval_errors) <= 0.001, (ttft_errors, interval_errors)
+    for record, truth in zip(records, truths):
+        # Only Chat Completions streams each event's usage (the sim profile asks for it); the other
+        # APIs' first event is estimated from the events' mean, off by the last event's shortfall.
+        error = abs(record.first_event_tokens - truth["first_event_tokens"])
+        assert error == 0 if api == "chat" or tokens_per_event == 1 else error < 1, (record, truth)
+        # The rate is off by the estimate's share of the tokens, and by the interval's own error.
+        interval_error = abs((record.completion_tokens - truth["first_event_tokens"]) / record.decode_s
+                             / truth["decode_tps"] - 1)
+        estimate_error = error / (record.completion_tokens - truth["first_event_tokens"])
+        assert abs(record.decode_tps / truth["decode_tps"] - 1) <= interval_error + estimate_error + 1e-9
+    if api != apis.MESSAGES:  # drafts back to back are not a lump, where the timings count them
+        assert not any("bunched" in record.flags for record in records)
+    # llama.cpp's Messages carry no timings (docs/engines.md#llamacpp-messages-stream): no draft count
+    # tells its back-to-back drafts from a lumped delivery, and they may be flagged.
+
+
+@pytest.mark.parametrize("api", apis.APIS)
+def test_an_agent_session_through_each_api_is_the_same_conversation(start_sim, api):
+    """Six turns, four tools, the growing conversation resent: the same prompts, calls and answers on every API,
+    each turn's first token held to the truth."""
+    results = {}
+    for name in (apis.CHAT, api):
+        sim = start_sim(slots=1, decode_tps=400.0, answer_tokens_min=20, answer_tokens_max=40)
+        session, turns = agent.Session.start("[session 1]"), []
+        with pinned(split_cores(sim)):
+            for _ in range(agent.TURNS):
+                request = apis.build(name, "sim-model", session.turn_messages(), agent.MAX_TOKENS, profile=SIM,
+                                     tools=agent.TOOLS)
+                recorder, record = measure(sim.url, request)
+                assert record.ok, record.error_detail
+                calls = recorder.tool_calls
+                tool, valid = session.answered(recorder.answer_text, calls)
+                turns.append((record, tool, valid, recorder.answer_text))
+        truths = truth_of(sim, [turn[0] for turn in turns])
+        errors = [abs(turn[0].t_send + turn[0].ttft_s - truth["t_first_token"]) for turn, truth in zip(turns, truths)]
+        assert median(errors) <= 0.002, errors
+        results[name] = turns
+    chat, other = results[apis.CHAT], results[api]
+    assert [t[0].prompt_tokens for t in other] == [t[0].prompt_tokens for t in chat]
+    assert [t[0].cached_tokens for t in other] == [t[0].cached_tokens for t in chat]
+    assert [(t[1], t[2], t[3]) for t in other] == [(t[1], t[2], t[3]) for t in chat]
+    assert [t[0].finish_reason for t in other] == [t[0].finish_reason for t in chat]
+    assert {t[1] for t in chat} >= {"read_file", "search"} and all(t[2] is not False for t in chat)
+    assert chat[1][0].prompt_tokens > chat[0][0].prompt_tokens and chat[-1][0].cached_tokens > 0
+
+
+FAULTS = {"error_event": "stream_error", "no_done": "no_done", "malformed": "malformed_event", "drop": "disconnect",
+          "http500": "http_500", "non_sse": "not_sse"}
+
+
+@pytest.mark.parametrize("api", [apis.RESPONSES, apis.MESSAGES])
+def test_faults_through_each_decoder(start_sim, api):
+    sim = start_sim(decode_tps=200.0, answer_tokens_min=20, answer_tokens_max=30)
+    question = [{"role": "user", "content": "Tell me about rivers."}]
+    request = lambda: apis.build(api, "sim-model", question, 64, profile=SIM)  # noqa: E731 - a decoder each
+    _, reference = measure(sim.url, request())
+    for kind, error in FAULTS.items():
+        _, record = measure(sim.url, request(), headers={"X-Sim-Fault": kind})
+        assert not record.ok and record.error == error, (kind, record.error, record.error_detail)
+    for kind in ("crlf", "split", "keepalive", "buffered", "no_usage"):
+        recorder, record = measure(sim.url, request(), headers={"X-Sim-Fault": kind})
+        assert record.ok and record.done and record.content_events == reference.content_events, (kind, record)
+        assert record.usage_source == ("counted" if kind == "no_usage" else "usage")
+        assert "bunched" in record.flags or kind != "buffered"  # the whole stream in one lump

@@ -1,0 +1,87 @@
+"""A trace's prompts on real tokenizers: llama.cpp's (the tiny model's trained byte-level BPE with ChatML; SmolLM2's,
+a real model's) and vLLM's. Each prompt counts exactly its input_length on the engine's own /tokenize, requests
+sharing hash ids share those blocks' tokens exactly, and the engine's prefix cache then serves what the trace
+says was shared, and nothing of an earlier invocation's."""
+
+from __future__ import annotations
+
+from bench_tasks import engine, server
+from bench_tasks.tokens import token_counter
+from bench_tasks.traffic.prefixes import SharedPrefixes
+from bench_tasks.traffic.trace import Trace, TracePrompts
+from bench_tasks.traffic.vocabulary import measure
+from tests.traffic_files import write_jsonl
+
+ROWS = [{"timestamp": 0, "input_length": 1300, "output_length": 1, "hash_ids": [0, 1, 2]},
+        {"timestamp": 10, "input_length": 1500, "output_length": 1, "hash_ids": [0, 1, 3]},
+        {"timestamp": 20, "input_length": 700, "output_length": 1, "hash_ids": [4, 5]},
+        {"timestamp": 30, "input_length": 1100, "output_length": 1, "hash_ids": [0, 6, 7]}]
+SHARED = [0, 1024, 0, 512]  # tokens of each request an earlier one sent (its leading hash ids seen before)
+ENGINE_BLOCK = 128  # what an engine's cache may hold back: vLLM's CPU build caches 128-token blocks here
+
+
+def token_ids(url: str, profile: engine.Profile, model: str, messages: list[dict]) -> list[int]:
+    """The prompt's tokens as the engine makes them, chat template applied."""
+    if profile.tokenize["shape"] == "llamacpp":
+        prompt = server.post_json(url, "/apply-template", {"messages": messages})["prompt"]
+        return server.post_json(url, "/tokenize", {"content": prompt, "add_special": True})["tokens"]
+    return server.post_json(url, profile.tokenize["path"], {"model": model, "messages": messages})["tokens"]
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def check_trace_prompts(handle, profile_name: str, tmp_path, send: bool) -> None:
+    profile = engine.profile(profile_name)
+    count = token_counter(handle.url, profile, handle.model)
+    vocabulary = measure(count)
+    print(f"{profile_name}: {len(vocabulary.words)} words, template {vocabulary.empty_tokens} tokens, "
+          f"opener {vocabulary.opener_tokens}")
+    trace = Trace.open(str(write_jsonl(tmp_path / "t.jsonl", ROWS)), min_input_tokens=vocabulary.overhead_tokens + 1)
+    prompts = TracePrompts(vocabulary, "[run 1]")
+    requests = list(trace.requests())
+    assert [r.shared_tokens for r in requests] == SHARED
+    prompts.check(count, requests)  # through the same count a run uses
+    tokens = [token_ids(handle.url, profile, handle.model, prompts.messages(r)) for r in requests]
+    assert [len(t) for t in tokens] == [r.input_length for r in requests]
+    shared = [common_prefix(tokens[1], tokens[0]), common_prefix(tokens[3], tokens[0])]
+    opening = common_prefix(tokens[2], tokens[0])  # nothing shared but the template's opening and the opener
+    print(f"{profile_name}: shared prefixes {shared}, unrelated {opening}")
+    # A shared prefix stops short of the blocks' end by the template's closing tokens (after the content).
+    assert 1024 - 16 <= shared[0] < 1024 and 512 - 16 <= shared[1] < 512
+    assert opening < vocabulary.overhead_tokens + 3
+    other = TracePrompts(vocabulary, "[run 2]")
+    fresh = common_prefix(token_ids(handle.url, profile, handle.model, other.messages(requests[1])), tokens[1])
+    assert fresh < vocabulary.overhead_tokens + 3
+    prefixes = SharedPrefixes(vocabulary, "[run 1]", prefix_tokens=200, groups=2)
+    empty = count([{"role": "user", "content": ""}])
+    assert count([{"role": "user", "content": prefixes.text(1)}]) - empty == 200
+    if send:
+        cached = [cached_tokens(handle, prompts.messages(r)) for r in requests]
+        cached.append(cached_tokens(handle, other.messages(requests[1])))  # another invocation: served afresh
+        print(f"{profile_name}: cached {cached} where the trace shares {SHARED}")
+        unshared = vocabulary.overhead_tokens + 3
+        assert cached[0] <= unshared and cached[2] <= unshared and cached[4] <= unshared
+        for got, exact in ((cached[1], shared[0]), (cached[3], shared[1])):
+            assert exact - ENGINE_BLOCK <= got <= exact
+
+
+def cached_tokens(handle, messages: list[dict]) -> int:
+    body = {"model": handle.model, "messages": messages, "max_tokens": 1, "temperature": 0, "stream": False}
+    answer = server.post_json(handle.url, "/v1/chat/completions", body)
+    details = answer["usage"].get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens")
+    return cached if cached is not None else answer["timings"]["cache_n"]
+
+
+def test_trace_prompts_on_llamacpps_tokenizer(llamacpp_server, tmp_path):
+    check_trace_prompts(llamacpp_server, "llamacpp", tmp_path, send=True)
+
+
+def test_trace_prompts_on_a_real_models_tokenizer(smollm2_server, tmp_path):
+    check_trace_prompts(smollm2_server, "llamacpp", tmp_path, send=False)  # its prefill: 100 tokens a second
+
+
+def test_trace_prompts_on_vllms_tokenizer(vllm_server, tmp_path):
+    check_trace_prompts(vllm_server, "vllm", tmp_path, send=True)
