@@ -244,3 +244,40 @@ def test_a_request_whose_reads_were_served_late_is_flagged_by_its_own_reads():
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.035),
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=None),
             watcher.untrustworthy(0.0, t_send=1.0, late_bound_s=0.045)] == [True, False, False, False]
+
+
+class Unanswered:
+    """A FastHttp response to a request whose connection closed before any answer came."""
+
+    status_code = 0
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class SentOn:
+    """The socket a request went out on (StampedSocket's stamps); the kernel has no round trip for it."""
+
+    def __init__(self, t_first_sent: float, t_sent: float) -> None:
+        self.t_first_sent, self.t_sent = t_first_sent, t_sent
+
+    def getsockopt(self, *_args):
+        raise OSError("gone")
+
+
+@pytest.mark.parametrize("error, sock, now, resent", [
+    (transport.HTTPConnectionClosed("closed"), SentOn(1.0, 10.0), 10.05, True),  # kept alive, closed at once
+    (ConnectionResetError(), SentOn(1.0, 10.0), 10.1, True),
+    (transport.HTTPConnectionClosed("closed"), SentOn(1.0, 10.0), 10.5, False),  # closed while the server had it
+    (transport.HTTPConnectionClosed("closed"), SentOn(10.0, 10.0), 10.01, False),  # a new connection
+    (transport.HTTPConnectionClosed("closed"), None, 10.01, False),  # never left
+    (TimeoutError(), SentOn(1.0, 10.0), 10.01, False),
+], ids=["closed-at-once", "reset-at-once", "closed-later", "fresh-connection", "never-sent", "timeout"])
+def test_only_a_kept_alive_connection_closed_within_a_round_trip_of_the_send_is_sent_again(error, sock, now, resent):
+    assert transport.closed_before_response(Unanswered(error), sock, 9.99, now) is resent
+
+
+def test_a_response_that_came_is_never_sent_again():
+    answered = Unanswered(transport.HTTPConnectionClosed("closed"))
+    answered.status_code = 200
+    assert not transport.closed_before_response(answered, SentOn(1.0, 10.0), 9.99, 10.01)
