@@ -45,6 +45,7 @@ class Job:
     release_at: float | None = None  # barrier phases: when to send, in the coordinator's clock
     students: int | None = None  # classroom: the class seated when the job was handed out
     offered_rps: float | None = None  # open loop: the rate its step offers (release_at is when it is due)
+    requests: int = 1  # requests it sends, a record each (the probe's answers: a question and the next one)
 
 
 @dataclass
@@ -61,8 +62,8 @@ class Phase:
 
 
 def records_per_job(job: Job) -> int:
-    """An agent job is a whole session (one record per turn); every other job is one request."""
-    return agent.TURNS if job.scenario == "agent" else 1
+    """An agent job is a whole session (one record per turn); every other job sends ``job.requests``."""
+    return agent.TURNS if job.scenario == "agent" else job.requests
 
 
 def plan(options: SuiteOptions) -> list[Phase]:

@@ -4,30 +4,41 @@ from __future__ import annotations
 
 import pytest
 
-from bench_tasks.capacity.probe import (ANSWERS, ANSWERS_PHASE, BURST, PAUSE_TOKENS, PROMPT, SCENARIO, Probe, fit_token_time,
-                               kind, longest_prompt, served_at_once)
+from bench_tasks.capacity.probe import (ANSWERS, ANSWERS_PHASE, BURST, PAUSE_TOKENS, PROMPT, SCENARIO, Probe,
+                                        answers_phase, fit_token_time, kind, longest_prompt, served_at_once)
 from bench_tasks.suite import BURST_TOKENS
 
 
 class FakeServer:
     """Answers probe jobs as a server with ``slots`` slots would: per-token time token_s + per_stream (k - 1)
-    while k decode, a first token after ``first_token_s`` plus the prompt read at ``prefill_tps``."""
+    while k decode, a first token after ``first_token_s`` plus the prompt read at ``prefill_tps``. With ``cached``,
+    its cache holds that many tokens of every prompt (the run's opening), and a conversation's second turn is
+    served the first turn's prompt and answer too, unless ``keeps_conversations`` is off."""
 
     def __init__(self, slots: int | None, token_s: float, per_stream: float = 0.0, first_token_s: float = 0.01,
                  prefill_tps: float = 10000.0, answers=(100, 150, 200), fail_at: int | None = None,
-                 cached: int = 0, pause_share: float = 0.0) -> None:
+                 cached: int = 0, pause_share: float = 0.0, keeps_conversations: bool = True) -> None:
         self.slots, self.token_s, self.per_stream, self.cached = slots, token_s, per_stream, cached
+        self.keeps_conversations = keeps_conversations
         self.first_token_s, self.prefill_tps, self.answers, self.fail_at = first_token_s, prefill_tps, answers, fail_at
         self.pause_share = pause_share  # of a prompt's reading time, what the answers decoding beside it lose
 
-    def rows(self, phase: str, jobs: list) -> list[dict]:
+    def rows(self, phase: str, jobs: list) -> list[list[dict]]:
+        """Each job's records."""
         if kind(phase) == BURST:
-            return self._burst(jobs)
+            return [[answer] for answer in self._burst(jobs)]
         if phase == PROMPT:
-            return self._prompt(jobs)
-        # The instructions the questions share are in a caching server's cache (all but the first's).
-        return [row(phase, 0.05, 0.05 + 100 * self.token_s, prompt_tokens=80, cached_tokens=self.cached and 50,
-                    completion_tokens=self.answers[job.index % len(self.answers)]) for job in jobs]
+            return [[answer] for answer in self._prompt(jobs)]
+        return [self._conversation(phase, job) for job in jobs]
+
+    def _conversation(self, phase: str, job) -> list[dict]:
+        """A first question of 80 tokens, its answer, and a second question that adds 30 tokens."""
+        answer = self.answers[job.index % len(self.answers)]
+        kept = 80 + answer if self.cached and self.keeps_conversations else self.cached
+        return [row(phase, 0.05, 0.05 + 100 * self.token_s, prompt_tokens=80, cached_tokens=self.cached,
+                    completion_tokens=answer, turn=1),
+                row(phase, 0.05, 0.05 + 15 * self.token_s, prompt_tokens=80 + answer + 30, cached_tokens=kept,
+                    completion_tokens=16, turn=2)]
 
     def _prompt(self, jobs: list) -> list[dict]:
         """The answer decoding from 0 s; the long prompt, sent 0.1 s later (after it was sized), read meanwhile."""
@@ -78,8 +89,9 @@ def run_probe(probe: Probe, server: FakeServer, now: list | None = None) -> list
             jobs += [job for user in users if (job := probe.take(SCENARIO, user)) is not None]
             if now is not None:
                 now[0] += 0.25
-        for job, answer in zip(jobs, server.rows(phase.name, jobs)):
-            probe.record(answer)
+        for job, answers in zip(jobs, server.rows(phase.name, jobs)):
+            for answer in answers:
+                probe.record(answer)
             probe.done(job)
     return phases
 
@@ -97,7 +109,8 @@ def test_the_probe_climbs_bursts_a_little_past_the_slots_then_reads_a_long_promp
     assert measured.prefill_tps == pytest.approx(10000.0)
     assert measured.first_token_s == pytest.approx(0.01)  # the first rung's first token less its 20 tokens read
     assert sorted(set(measured.answer_tokens)) == [100, 150, 200] and len(measured.answer_tokens) == ANSWERS
-    assert measured.first_prompt_tokens == 80 and not measured.cached_history
+    assert measured.first_prompt_tokens == 80 and not measured.cached_history and measured.first_read_tokens is None
+    assert measured.question_tokens == 30  # the second turns' prompts less the first turns' prompts and answers
     assert probe.rows[PROMPT][1]["prompt_tokens"] == longest_prompt(256) > 4 * 256
     assert measured.prefill_pause_share == pytest.approx(0.0, abs=1e-9) and not probe.notes
 
@@ -125,8 +138,22 @@ def test_a_server_that_keeps_prefixes_is_read_by_what_it_did_not_hold():
     measured = probe.server(unlimited_slots=256)
     # Each prompt's cached 24 tokens cost nothing: the rate and the first token's cost are the same as without.
     assert measured.prefill_tps == pytest.approx(10000.0) and measured.first_token_s == pytest.approx(0.01)
-    # The first questions' shared instructions came from the cache: a turn reads only its 30-token question.
-    assert measured.cached_history and measured.question_tokens == 30
+    # The second turns were served their conversation: a later turn reads only its 30-token question, a first turn
+    # its prompt less the run's opening (each conversation's instructions open with its own code: never shared).
+    assert measured.cached_history and measured.question_tokens == 30 and measured.first_read_tokens == 80 - 24
+    assert measured.answer_tokens == (100, 150, 200) * 4  # the first turns' answers: the second's 16 left out
+
+
+def test_a_server_that_caches_only_the_run_s_opening_does_not_keep_conversations():
+    # Every prompt served its opening, but no second turn its first: each turn reads its whole prompt.
+    probe = Probe(max_tokens=256, clock=lambda: 0.0)
+    run_probe(probe, FakeServer(slots=4, token_s=0.01, cached=24, keeps_conversations=False))
+    measured = probe.server(unlimited_slots=256)
+    assert not measured.cached_history and measured.first_read_tokens is None and measured.question_tokens == 30
+
+
+def test_the_answers_phase_waits_for_both_turns_of_each_conversation():
+    assert answers_phase(4).expected_records == 2 * ANSWERS
 
 
 def test_a_server_that_seats_every_burst_has_no_slot_limit_the_class_would_meet():

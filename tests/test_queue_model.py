@@ -58,7 +58,12 @@ def test_a_conversation_s_prompt_grows_by_each_answer_and_question_and_is_read_a
     assert all(row["ttft_s"] == pytest.approx(0.1 + p / 1000) for row, p in zip(rows, prompts))
     assert all(row["decode_tps"] == pytest.approx(100.0) for row in rows)
     cached = simulate(Server(**{**server.__dict__, "cached_history": True}), ThinkTime(0, 0), 1, 10)[0]
-    assert [row["ttft_s"] for row in cached] == pytest.approx([0.12] * 10)  # the question alone: the rest is cached
+    # A later turn reads its question alone: the rest is cached; a first turn its whole prompt (no other
+    # conversation sent its opening code), or what the probe saw it read (first_read_tokens).
+    assert [row["ttft_s"] for row in cached] == pytest.approx([0.2, 0.12, 0.12, 0.12, 0.12] * 2)
+    opening_cached = simulate(Server(**{**server.__dict__, "cached_history": True, "first_read_tokens": 70}),
+                              ThinkTime(0, 0), 1, 10)[0]
+    assert [row["ttft_s"] for row in opening_cached] == pytest.approx([0.17, 0.12, 0.12, 0.12, 0.12] * 2)
 
 
 def test_where_reading_a_prompt_pauses_the_others_each_read_stops_every_answer_decoding_and_prompts_queue():

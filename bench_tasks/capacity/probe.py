@@ -18,8 +18,12 @@ Its phases (scenario ``probe``: counted in the report's requests table, never ju
   time they lost.
 - ``probe-answers``: the classroom's first questions (``ANSWERS`` of them, each from a fresh student,
   asked by the last rung's users: the server answers as many at once as it has slots), answered as the
-  class's are (``--max-tokens``, natural length unless ``--ignore-eos``): how long the answers are, and
-  how long a conversation's first prompt is.
+  class's are (``--max-tokens``, natural length unless ``--ignore-eos``), each followed by the
+  conversation's second question (``SECOND_TURN_TOKENS`` of answer): how long the answers are, how long
+  a conversation's first prompt is and what of it the server had to read, what a later question adds,
+  and whether the server kept the conversation (its second turn served the first from the cache). Each
+  conversation opens with its own code (bench_tasks.run_mark), so its first turn shares nothing with
+  another's but the run's opening: only a second turn shows what a later one reads.
 
 ``Probe`` runs the phases with the suite's ``Coordinator`` (one per phase: the next rung depends on the
 last one's records) behind the users' protocol (``take``, ``done``, ``forget``) and ``record``, clock
@@ -49,6 +53,7 @@ MAX_BURST = 64  # a server that seats this many at once has no slot limit a clas
 SEEN_S = 0.005  # a first token later by less than this is the network's and the scheduler's noise, not prefill
 PAUSE_TOKENS = 256  # the answer decoded while the long prompt is read: long enough to span its reading
 PAUSE_SEEN_S = 0.05  # a prompt read faster than this pauses nothing worth modelling
+SECOND_TURN_TOKENS = 16  # the second question's answer: only its prompt is measured (ignore_eos where accepted)
 
 
 def kind(phase: str) -> str:
@@ -67,7 +72,9 @@ def prompt_phase(tokens: int, users: int = 1) -> Phase:
 
 
 def answers_phase(users: int) -> Phase:
-    return Phase(ANSWERS_PHASE, SCENARIO, users, [Job(SCENARIO, ANSWERS_PHASE, 1, i) for i in range(ANSWERS)])
+    """Each job: a fresh student's first question, then (when it was answered) the conversation's second."""
+    jobs = [Job(SCENARIO, ANSWERS_PHASE, 1, i, requests=2) for i in range(ANSWERS)]
+    return Phase(ANSWERS_PHASE, SCENARIO, users, jobs)
 
 
 def longest_prompt(max_tokens: int) -> int:
@@ -263,20 +270,22 @@ class Probe:
         prefill_tps = self._prefill_tps(ttft_1, read_1)
         overhead = ttft_1 - (read_1 / prefill_tps if prefill_tps else 0.0)
         answers = _ok(self.rows.get(ANSWERS_PHASE, []))
-        lengths = tuple(int(n) for n in (number(row.get("completion_tokens")) for row in answers) if n)
+        firsts = [row for row in answers if number(row.get("turn")) != 2]
+        seconds = [row for row in answers if number(row.get("turn")) == 2]
+        lengths = tuple(int(n) for n in (number(row.get("completion_tokens")) for row in firsts) if n)
         if not lengths:
             self.notes.append(f"no answer's length was measured: taken as {self.max_tokens} tokens")
-        first_prompt = median([number(row.get("prompt_tokens")) for row in answers])
-        # A server that served the instructions the questions share from its cache keeps prefixes: a turn
-        # then reads its question alone (what the cache did not hold of a first question: the question).
-        cached = [row for row in answers if cached_tokens(row)]
-        question = median([read_tokens(row) for row in cached])
+        first_prompt = median([number(row.get("prompt_tokens")) for row in firsts])
+        question = added_tokens(firsts, seconds)
+        cached = kept_conversations(firsts, seconds)
+        first_read = median([read_tokens(row) for row in firsts]) if cached else None
         pause = self._pause_share(prefill_tps, first[0], per_stream) if prefill_tps else 0.0
         return Server(slots=self.slots or unlimited_slots, token_s=token_s, token_s_per_stream=per_stream,
                       first_token_s=max(overhead, 0.0), prefill_tps=prefill_tps, prefill_pause_share=pause,
                       answer_tokens=lengths or (self.max_tokens,),
                       first_prompt_tokens=int(first_prompt) if first_prompt else len(SYSTEM) // 4 + QUESTION_TOKENS,
-                      question_tokens=int(question) if question else QUESTION_TOKENS, cached_history=bool(cached))
+                      question_tokens=question or QUESTION_TOKENS, cached_history=cached,
+                      first_read_tokens=None if first_read is None else int(first_read))
 
     def _prompt_rows(self) -> tuple[dict | None, dict | None]:
         """The long prompt's record and the record of the answer decoded beside it (None: failed)."""
@@ -333,6 +342,29 @@ def _span(row: dict) -> tuple[float, float] | None:
         return None
     sent += number(row.get("clock_offset_s")) or 0.0
     return sent + ttft, sent + e2e
+
+
+def kept_conversations(firsts: list[dict], seconds: list[dict]) -> bool:
+    """Whether the server keeps a conversation: its cache served the second turns at least half a first prompt
+    more than the first turns (which share only the run's opening). A later turn then reads its question alone,
+    and a first turn what no other conversation sent (the model's ``cached_history``). Medians of each."""
+    first_prompt = median([number(row.get("prompt_tokens")) for row in firsts])
+    first, second = (median([cached_tokens(row) for row in rows]) for rows in (firsts, seconds))
+    return bool(first_prompt and second is not None) and second - (first or 0.0) >= first_prompt / 2
+
+
+def added_tokens(firsts: list[dict], seconds: list[dict]) -> int | None:
+    """What a later question adds to a conversation besides the last answer: the second turns' prompts less
+    the first turns' prompts and answers, on average (means add up: each conversation's difference, averaged,
+    without pairing the records); None when no second turn was answered, or the figure is not positive."""
+    def mean(rows: list[dict], *columns: str) -> float | None:
+        values = [sum(number(row.get(c)) or 0.0 for c in columns) for row in rows]
+        return fmean(values) if values else None
+
+    second, first = mean(seconds, "prompt_tokens"), mean(firsts, "prompt_tokens", "completion_tokens")
+    if second is None or first is None or second <= first:
+        return None
+    return round(second - first)
 
 
 def cached_tokens(row: dict) -> float:

@@ -2,9 +2,11 @@
 
 The server is what the capacity search's probe measured (``Server``): ``slots`` requests served at
 once, the rest waiting first come, first served; a request that gets a slot sees its first token
-after ``first_token_s`` plus its prompt read at ``prefill_tps`` (only its question when the server keeps
-prefixes, ``cached_history``: the instructions and the conversation so far, answers included, are in
-its cache, as llama.cpp's slots and host cache, vLLM's and SGLang's prefix caches keep them), then decodes the rest
+after ``first_token_s`` plus its prompt read at ``prefill_tps`` (when the server keeps prefixes,
+``cached_history``, a later turn reads only its question: the conversation so far, answers included, is in
+its cache, as llama.cpp's slots and host cache, vLLM's and SGLang's prefix caches keep them; a first turn
+reads ``first_read_tokens``, its prompt less the opening every prompt of a run shares: each conversation opens
+with its own code, bench_tasks.run_mark, so no other's instructions are in the cache), then decodes the rest
 of its answer token by token, each token taking ``token_s + token_s_per_stream * (k - 1)`` seconds
 while k requests decode at once (all decoding requests advance together: one step of the engine
 makes one token for each). Where reading a prompt pauses the answers streaming beside it
@@ -53,7 +55,8 @@ class Server:
     answer_tokens: tuple[int, ...] = (256,)  # answer lengths (completion tokens), drawn from
     first_prompt_tokens: int = 60  # a conversation's first prompt: the instructions and the first question
     question_tokens: int = QUESTION_TOKENS  # what a question adds to the conversation besides the last answer
-    cached_history: bool = False  # the server keeps prefixes: a turn reads only its question
+    cached_history: bool = False  # the server keeps prefixes: a later turn reads only its question
+    first_read_tokens: int | None = None  # with cached_history, what a first turn reads (None: its whole prompt)
     prefill_pause_share: float = 0.0  # of a prompt's reading time, what every decoding request stands still
 
     def __post_init__(self) -> None:
@@ -65,6 +68,14 @@ class Server:
 
     def prefill_s(self, tokens: int) -> float:
         return 0.0 if not self.prefill_tps else tokens / self.prefill_tps
+
+    def read_tokens(self, prompt: int, turn: int) -> int:
+        """The tokens a turn's prompt of ``prompt`` tokens has the server read."""
+        if not self.cached_history:
+            return prompt
+        if turn > 1:
+            return self.question_tokens
+        return prompt if self.first_read_tokens is None else min(self.first_read_tokens, prompt)
 
 
 @dataclass(frozen=True)
@@ -161,8 +172,10 @@ class _Classroom:
         heapq.heappush(heap, (key, self.sequence, *payload))
 
     def _ask(self, student: int) -> None:
-        # a request: [student, asked at, prompt tokens, first token at, answer tokens]
-        request = [student, self.now, self.prompts[student], None, self.rng.choice(self.server.answer_tokens)]
+        # a request: [student, asked at, prompt tokens, first token at, answer tokens, tokens to read]
+        prompt = self.prompts[student]
+        request = [student, self.now, prompt, None, self.rng.choice(self.server.answer_tokens),
+                   self.server.read_tokens(prompt, self.turn[student])]
         if self.now >= self.warm_s:
             self.asked.append(self.now)
         if self.busy < self.server.slots:
@@ -173,7 +186,7 @@ class _Classroom:
     def _start(self, request: list) -> None:
         server = self.server
         self.busy += 1
-        read = server.question_tokens if server.cached_history else request[2]
+        read = request[5]
         start = self.now
         if server.prefill_pause_share:  # read after the prompts before it, every decoding request waiting
             start = max(start, self.paused_until)
@@ -185,7 +198,7 @@ class _Classroom:
         self.busy -= 1
         if self.waiting:
             self._start(self.waiting.popleft())
-        student, t_ask, prompt, t_first, answer = request
+        student, t_ask, prompt, t_first, answer, _ = request
         if t_ask >= self.warm_s:
             self.rows.append(_predicted(t_ask, t_first, self.now, prompt, answer))
         if self.turn[student] >= self.turns:  # a fresh conversation
