@@ -17,7 +17,8 @@ the Recorder's few calls:
   ``rec.timings`` (llama.cpp's), ``rec.response_id``, ``rec.done`` (the API's own end came) and
   ``rec.fail(error, detail)`` (returns False: read no further).
 
-``on_event(rec, event)`` returns False when the stream has said its last word: its end, or an error.
+``on_event(rec, name, data)`` (an event's name, ``message`` when it has none, and its data) returns False when
+the stream has said its last word: its end, or an error.
 
 - Chat Completions (and legacy Completions), ``ChatDecoder``: ``data:`` JSON chunks with ``choices`` (a
   ``delta`` with ``content``, ``reasoning_content`` or ``reasoning``, ``tool_calls``; ``finish_reason``),
@@ -66,8 +67,7 @@ class ChatDecoder:
     api = "chat"
     end_event = "data: [DONE]"
 
-    def on_event(self, rec, event) -> bool:
-        data = event.data
+    def on_event(self, rec, _name: str, data: str) -> bool:
         if data == "[DONE]":
             rec.done = True
             return False
@@ -119,11 +119,9 @@ class _TypedDecoder:
     handlers: dict[str, str] = {}  # event name -> method name
     end_marks: frozenset = frozenset()  # events that say the tokens have ended: their name is enough
 
-    def on_event(self, rec, event) -> bool:
-        data = event.data
+    def on_event(self, rec, name: str, data: str) -> bool:
         if not data:
             return True
-        name = event.event
         handler = self.handlers.get(name)
         if handler is None and name != "message":  # an event with nothing to measure: not parsed
             if name in self.end_marks:

@@ -2,16 +2,16 @@
 
 No clock is read here. The caller stamps each chunk as it arrives (``time.perf_counter()`` in the
 Locust glue, exact synthetic times in the tests) and the Recorder turns the stamped chunks into
-figures. sseclient-py's ``SSEClient`` parses the server-sent events, and the Recorder decides what
-each event means. SSEClient is fed per chunk read: the whole events that chunk completed (up to its
-last blank line; the rest waits for the next chunk), which it parses at once, so each event gets
-the stamp of the chunk that completed it. Fed so, nothing of SSEClient waits for the network: left
-to pull the reads itself, its two generators and ours waited inside every read, and resuming them
-after each wait cost a third as much again as its parse (W3 c=400, one Locust process, medians of 7
-to 9 alternated runs on a shared machine: 23.7 against 22.9 us per token; the hand-written framer
-that came before, 20.7).
-Per event this is sseclient-py's parse, the decoder's JSON parse (none for the events of the typed
-APIs that carry nothing to measure) and a few appends; the rest once per request.
+figures. The chunks are cut into server-sent events at their blank lines: the whole events a chunk
+completed are read at once (the rest waits for the next chunk), so each event gets the stamp of the
+chunk that completed it. An event of one ``data:`` line (all of Chat Completions') or of an ``event:``
+line and a ``data:`` line (the typed APIs') is read by the Recorder itself; any other shape (comments,
+ids, data over several lines) is parsed by sseclient-py's ``SSEClient``, and the test suite holds the
+two to the same result on every shape and every cut. sseclient-py's per-line work (a split, a decode
+and a string join per line, an object per event) was half the Recorder's time per event (3.3 of
+6.1 us in a tight loop, W3's events).
+Per event this is a split, a decode, the decoder's JSON parse (none for the events of the typed APIs
+that carry nothing to measure) and a few appends; the rest once per request.
 
 What an event means depends on the API the request spoke: a decoder per API (bench_tasks/decoders.py:
 Chat Completions, Responses, Messages) maps each event to this Recorder's few calls (a token, the
@@ -20,9 +20,9 @@ closing event, usage, the end, an error), and the rules below are kept here, onc
 How the stream is read, where sseclient-py and the SSE specification (WHATWG HTML, "Interpreting an
 event stream") could disagree:
 
-- Lines end with LF, CRLF or CR, mixed as a server likes: the chunks are handed to SSEClient with
-  LF endings (its own blank-line search misses a CR line followed by a CRLF blank line, and would
-  hold a CRLF's event for its LF). A CR that ends a chunk ends its line at once; an LF that opens
+- Lines end with LF, CRLF or CR, mixed as a server likes: the chunks are cut (and handed to SSEClient)
+  with LF endings (sseclient-py's own blank-line search misses a CR line followed by a CRLF blank line,
+  and would hold a CRLF's event for its LF). A CR that ends a chunk ends its line at once; an LF that opens
   the next chunk is then its CRLF's second half.
 - A byte-order mark before the first line is dropped, as the specification says (sseclient-py
   would read ``\ufeffdata`` as an unknown field and lose the first event).
@@ -93,7 +93,7 @@ Definitions (docs/measurement.md#the-figures-of-a-request repeats them):
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from sseclient import SSEClient
 
@@ -123,6 +123,18 @@ class _Unlogged:
 
 
 _UNLOGGED = _Unlogged()
+
+
+def _sse_events(event: bytes) -> Iterator:
+    """sseclient-py's events (objects with ``event`` and ``data``) of one event's lines."""
+    parser = SSEClient([event + b"\n\n"])
+    parser._logger = _UNLOGGED  # noqa: SLF001 - see _Unlogged
+    return parser.events()
+
+
+def _field_value(line: str, start: int) -> str:
+    """A field's value: the line from ``start`` (just after the field's colon), less one leading space."""
+    return line[start + 1:] if line.startswith(" ", start) else line[start:]
 
 
 class Recorder:
@@ -169,9 +181,6 @@ class Recorder:
         """Read the whole stream, or until [DONE] or an error event. Each chunk comes with its
         arrival ``t`` and how long it waited in the kernel before it was read (None: unknown). An
         event gets the arrival time of the chunk that completes it."""
-        whole = [b""]  # SSEClient's source: the whole events the chunk just read completed
-        parser = SSEClient(whole)
-        parser._logger = _UNLOGGED  # noqa: SLF001 - see _Unlogged
         held = b""  # the start of an event whose blank line is yet to come
         first, cr_ended = True, False  # cr_ended: the chunk before ended with a CR
         try:
@@ -185,26 +194,40 @@ class Recorder:
                     chunk, cr_ended = _with_lf(chunk, cr_ended)
                 if held:
                     chunk = held + chunk
-                end = chunk.rfind(b"\n\n") + 2  # after the last blank line: the events it ended
-                if end < 2:
-                    held = chunk
-                    continue
-                held = chunk[end:]
-                whole[0] = chunk[:end] if held else chunk
-                if not self._parse(parser):
+                events = chunk.split(b"\n\n")  # the events this chunk completed, and the start of the next
+                held = events.pop()
+                if events and not self._dispatch(events):
                     return
-            whole[0] = held  # the body ended inside an event: it still counts (see above)
-            if held:
-                self._parse(parser)
+            if held:  # the body ended inside an event: it still counts (see above)
+                self._dispatch([held])
         except UnicodeDecodeError as exc:
             self._fail(MALFORMED_EVENT, f"not UTF-8: {exc.object[max(0, exc.start - 80):exc.end + 80]!r}")
 
-    def _parse(self, parser: SSEClient) -> bool:
-        """The events in the parser's source, one by one; False: the stream's end or an error ended it."""
+    def _dispatch(self, events: list[bytes]) -> bool:
+        """Hand the decoder each event (its lines, LF-ended, without the blank line), by its name and data;
+        False: the stream's end or an error ended it.
+
+        An event of one ``data:`` line (every event of Chat Completions), or of an ``event:`` line and a
+        ``data:`` line (the typed APIs'), is read here: a field's value is the line after its colon, less one
+        leading space, the name ``message`` when none is given, as the specification and sseclient-py have
+        it. Any other event (a comment, an ``id:``, data over several lines, blank lines in a row) is
+        sseclient-py's to parse. sseclient-py's own work per line (splitting, decoding and joining each one,
+        an object per event) cost half of the Recorder's time per event (see the module's docstring)."""
         on_event = self._on_event
-        for event in parser.events():
-            if not on_event(self, event):
-                return False
+        for event in events:
+            if event.startswith(b"data:") and b"\n" not in event:
+                if not on_event(self, "message", _field_value(event.decode(), 5)):
+                    return False
+                continue
+            name, _, data = event.partition(b"\n")
+            if name.startswith(b"event:") and data.startswith(b"data:") and b"\n" not in data:
+                name, data = _field_value(name.decode(), 6) or "message", _field_value(data.decode(), 5)
+                if not on_event(self, name, data):
+                    return False
+                continue
+            for parsed in _sse_events(event):
+                if not on_event(self, parsed.event, parsed.data):
+                    return False
         return True
 
     # -- what the decoder says of each event (bench_tasks/decoders.py) --

@@ -10,7 +10,7 @@ sees files, knows that a run streaming one long answer (no record for minutes) i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import gevent
@@ -22,7 +22,8 @@ ALIVE_S = 5.0
 
 
 class Activity:
-    """A run's last move (``last``, on perf_counter); the run's ``environment.llm.activity``."""
+    """A run's last move (``last``, on perf_counter); the run's ``environment.llm.activity``. Every read of
+    an answer moves it (transport.timed_chunks sets ``last`` to the read's stamp)."""
 
     def __init__(self) -> None:
         self.last = time.perf_counter()
@@ -34,13 +35,6 @@ class Activity:
     def quiet_s(self) -> float:
         """Seconds since the run last moved."""
         return time.perf_counter() - self.last
-
-    def watched(self, chunks: Iterable) -> Iterator:
-        """A stream's chunks as they come, each one noted (the chunks carry their own arrival stamps:
-        noting after them touches no measurement)."""
-        for chunk in chunks:
-            self.last = time.perf_counter()
-            yield chunk
 
     def noted(self, call: Callable) -> Callable:
         """``call`` (a side request, e.g. counting tokens), noting when it has answered."""

@@ -84,7 +84,7 @@ def _read(resp, recorder: Recorder, record: Record, sock: transport.StampedSocke
         recorder.fail(NOT_SSE, (resp.headers or {}).get("content-type", ""))
         return
     try:
-        recorder.consume(activity.watched(transport.timed_chunks(resp, sock)))
+        recorder.consume(transport.timed_chunks(resp, sock, activity))
     except Exception as exc:  # noqa: BLE001 - every transport failure becomes an error class
         recorder.fail(transport.classify(exc), repr(exc)[:300])
 

@@ -28,15 +28,17 @@ from geventhttpclient.client import HTTPClientPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from bench_tasks.errors import CLIENT_ERROR, CONNECT_ERROR, DISCONNECT, TIMEOUT
+from locustfiles.activity import Activity
 
 DISCONNECT_ERRORS = (HTTPConnectionClosed, HTTPParseError, ConnectionError, EOFError)
 
 
-def timed_chunks(response, sock: StampedSocket | None,
+def timed_chunks(response, sock: StampedSocket | None, activity: Activity | None = None,
                  clock=time.perf_counter) -> Iterator[tuple[float, bytes, float | None]]:
     """Yield (arrival time, bytes, lateness) for each read of the body that came on ``sock``: the
     whole lines it completed, all at once, and how long they had waited in the kernel (None without
-    a kernel stamp).
+    a kernel stamp). ``activity``: the run's (locustfiles.activity), moved by every read (its ``last``
+    set to the read's stamp: the run's clock of activity costs no clock reading and no generator).
 
     A read is stamped when the kernel received its last packet (see StampedSocket), else when the
     read returned. Lines that arrived together share that stamp (which is how a lumped delivery is
@@ -49,15 +51,20 @@ def timed_chunks(response, sock: StampedSocket | None,
     buffer = raw._body_buffer
     stamp, late = received_at(sock, clock), read_lateness(sock)
     while True:
-        end = buffer.rfind(b"\n") + 1
-        if end:
-            chunk = bytes(buffer[:end])
-            del buffer[:end]
+        if buffer.endswith(b"\n"):  # a read that ended with its line: all of it, in one copy
+            chunk = bytes(buffer)
+            buffer.clear()
             yield stamp, chunk, late
+        else:
+            end = buffer.rfind(b"\n") + 1
+            if end:
+                chunk = bytes(buffer[:end])
+                del buffer[:end]
+                yield stamp, chunk, late
         if raw.message_complete:
             if buffer:  # a last line without its newline
                 chunk = bytes(buffer)
-                del buffer[:]
+                buffer.clear()
                 yield stamp, chunk, late
             return
         source = raw._sock
@@ -72,6 +79,8 @@ def timed_chunks(response, sock: StampedSocket | None,
             stamp, late = sock.t_received, sock.lateness
         else:
             stamp, late = clock(), None
+        if activity is not None:
+            activity.last = stamp
 
 
 def received_at(sock: StampedSocket | None, clock=time.perf_counter) -> float:
@@ -138,7 +147,8 @@ def discard(response) -> None:
 
 
 def is_event_stream(response) -> bool:
-    content_type = (response.headers or {}).get("content-type", "") or ""
+    headers = response.headers  # its truth value counts every header: once per request, not needed
+    content_type = (headers.get("content-type", "") if headers is not None else "") or ""
     return "text/event-stream" in content_type.lower()
 
 

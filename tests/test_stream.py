@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from sseclient import SSEClient
+
 from bench_tasks.record import Record
 from bench_tasks.stream import STALLS_KEPT, Recorder, assemble_tool_calls, parse_stalls
 
@@ -441,3 +443,40 @@ def test_slot_wait_is_the_first_tokens_wait_less_the_engines_prompt_time_and_the
     assert r.rtt_s == 0.002 and r.slot_wait_s == pytest.approx(1.0 - 0.3 - 0.002)
     _, no_rtt = measure(timed)
     assert no_rtt.rtt_s is None and no_rtt.slot_wait_s is None  # the network's share unknown: not guessed
+
+
+class EventLog:
+    """A decoder that keeps every event it is handed, as (name, data)."""
+
+    api, end_event = "log", "nothing"
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def on_event(self, _rec, name: str, data: str) -> bool:
+        self.events.append((name, data))
+        return True
+
+
+# Each shape of event the Recorder reads itself (one data line, with or without its space; an event line
+# and a data line, the name empty or not), beside every shape it leaves to sseclient-py: a comment, an id,
+# a retry, a field without a colon, data over two lines, a data line before the event line, blank lines in
+# a row, a lone event line, fields that only start like data or event, and a last event without its blank line.
+EVENT_SHAPES = (b"data: {\"a\": 1}\n\ndata:{\"b\": 2}\n\ndata:  two spaces\n\ndata:\n\ndata: \n\n"
+                b"event: response.created\ndata: {\"c\": 3}\n\nevent:\ndata: named nothing\n\n"
+                b"event:tight\ndata:x\n\n: a comment\ndata: after it\n\nid: 9\ndata: with an id\n\n"
+                b"retry: 10\n\ndata\n\ndata: one\ndata: two\n\ndata: y\nevent: later\n\n\n\n"
+                b"event: alone\n\ndatum: no\n\nevents: no\ndata: z\n\ndata: caf\xc3\xa9 \xe2\x9c\x93\n\ndata: [DONE]")
+
+
+def test_events_are_read_as_sseclient_py_reads_them():
+    """The Recorder reads the plain events itself and hands sseclient-py the rest: what the decoder is
+    handed is what sseclient-py makes of the whole stream, however the stream is cut."""
+    parser = SSEClient([EVENT_SHAPES])
+    expected = [(event.event, event.data) for event in parser.events()]
+    assert len(expected) == 16  # every shape above that carries data
+    for pieces in all_splits(EVENT_SHAPES):
+        log = EventLog()
+        recorder = Recorder(0.0, None, log)
+        recorder.consume([(float(i), piece, None) for i, piece in enumerate(pieces)])
+        assert log.events == expected and recorder.error == "", pieces

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from locustfiles import transport
+from locustfiles.activity import Activity
 from locustfiles.guard import Guard
 from locustfiles.transport import KERNEL_STAMPS, SO_TIMESTAMPNS, TCP_INFO, kernel_arrival, tcp_rtt_s, timed_chunks
 
@@ -86,6 +87,16 @@ def test_a_kernel_stamp_replaces_the_time_the_read_returned():
     # The last read ends the message and the response lets go of its socket: its stamp still counts.
     assert stamped == [(0.5, b": hi\n", 0.002), (0.996, b"data: a\n\n", 0.004), (1.996, b"data: b\n", 0.004),
                        (2.496, b"\n", 0.004)]
+
+
+def test_every_read_moves_the_run_by_its_stamp():
+    """The run's activity (the stall watchdog's clock) moves at every read, to the read's stamp."""
+    raw = Reads([(1.0, b"data: a\n\nda"), (2.0, b"ta: b\n"), (2.5, b"\n")], kernel_lead_s=0.004)
+    activity = Activity()
+    moved = []
+    for stamp, _chunk, _late in timed_chunks(Response(raw), raw.sock, activity, clock=raw.clock):
+        moved.append((stamp, activity.last))
+    assert moved == [(0.996, 0.996), (1.996, 1.996), (2.496, 2.496)]
 
 
 def test_a_last_line_without_its_newline_still_comes_out():

@@ -7,7 +7,7 @@ in a process of its own on the client's core with the simulated engine on the ot
 - asyncio: selftest's bare reader (llm_bench.bare_reader), parsing nothing;
 - gevent: the same reading on gevent with kernel receive stamps (tests/benchmarks/gevent_reader.py):
   the cost of the client's event loop and of its stamped reads;
-- llm-bench: the Locust client as selftest runs it (kernel stamps on): HTTP, SSE (sseclient-py),
+- llm-bench: the Locust client as selftest runs it (kernel stamps on): HTTP, SSE (bench_tasks.stream),
   JSON, the Recorder, Locust's request and the record of every request, its warm-up included.
 
 Prints each one's CPU per token in every round, then the medians.
