@@ -25,8 +25,8 @@ gives their rate (times the share of its records that succeeded, from ``record``
 they come together), the most the server answers with that many requests in hand.
 
 ``OpenLoop`` runs a plan's steps (``bench_tasks.sweep``) behind the suite's users' protocol (``take``,
-``done``, ``give_back``, ``forget``, ``waiting_on``, ``phase``), clock injected, so the same messages carry it to
-workers; ``start_delay_s`` holds the first schedule back while the pool it asks for spawns and warms up
+``done``, ``give_back``, ``forget``, ``waiting_on``, ``phase``), clock injected, so the same messages
+carry it to workers; ``start_delay_s`` holds the first schedule back while the pool it asks for spawns and warms up
 (a run at one rate has no settle to absorb it). Pure: no Locust.
 """
 
@@ -43,7 +43,7 @@ from bench_tasks.suite import RELEASE_LEAD_S, Job, Phase
 
 SCENARIO = "rate"
 LEAD_S = RELEASE_LEAD_S  # a job is known this long before it is due: time for an idle user to ask and hear
-POLL_S = 0.05  # how often an idle user asks for a job (locustfiles/job_user.py's IDLE_S)
+POLL_S = 0.05  # how often an idle user asks for a job (locustfiles/users/job_user.py's IDLE_S)
 LATE_S = 0.005  # a request sent later than this after it was due went late
 DRAIN_LIMIT_S = 30.0  # a window job not sent this long after the window's end never will be
 MAX_IN_FLIGHT = 256
