@@ -102,9 +102,9 @@ class Step:
         return self.started + self.settle_s
 
     def part(self, now: float) -> str:
-        if now < self.window_start:
+        if self.settle_s > 0 and now < self.window_start:  # a step without a settle is its window from the start
             return SETTLE
-        return WINDOW if self.window_end is None or now < self.window_end else DRAIN
+        return WINDOW if self.window_end is None or now < self.window_end or not self.keep_load else DRAIN
 
     def advance(self, now: float) -> None:
         """Make known every job due by ``now + lead_s``."""
