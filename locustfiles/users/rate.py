@@ -33,9 +33,13 @@ class RateUser(JobUser):
                          self.options.max_tokens, ignore_eos=self.options.ignore_eos, judge=judge)
 
     def warm_up(self) -> None:
-        """The connection opened by a request that waits behind no answer (GET /v1/models), not recorded: a user
-        added to the pool while the server is saturated is ready at once, where the chat warm-up would wait its
-        turn in the server's queue while the requests falling due went late."""
+        """The connection opened beside, not before, taking requests: a user added to the pool must be ready at
+        once, and a saturated server may take its time to answer even GET /v1/models (llama.cpp serves no more
+        connections than its HTTP threads: with them all streaming, a new one waits its turn, seen 30 s), while
+        the requests falling due would go late. Not recorded."""
+        gevent.spawn(self._open_connection)
+
+    def _open_connection(self) -> None:
         key = self.target.api_key
         with self.client.get(MODELS_PATH, headers={"Authorization": f"Bearer {key}"} if key else {},
                              name=f"warmup-{self.scenario}", catch_response=True) as resp:
