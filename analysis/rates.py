@@ -349,7 +349,7 @@ def _ms(seconds: float) -> str:
 def format_steps(found: pd.DataFrame) -> str:
     """The windows as the terminal shows them after a sweep: one line per rate."""
     header = [("rate", 8), ("due/s", 8), ("achieved/s", 11), ("tok/s", 9), ("TTFT p50", 9), ("TTFT p95", 9),
-              ("ITL p50", 9), ("ITL p95", 9), ("lag p99", 9), ("goodput", 8), ("followed", 9)]
+              ("ITL p50", 9), ("ITL p95", 9), ("lag p99", 11), ("goodput", 8), ("followed", 9)]
     lines = ["".join(f"{name:>{width}}" for name, width in header)]
     for step in found.to_dict("records"):
         cells = [shown(step["offered_rps"], 2), shown(step["due_rps"], 2), shown(step["achieved_rps"], 2),

@@ -11,6 +11,8 @@ import json
 import urllib.error
 import urllib.request
 
+MODELS_PATH = "/v1/models"
+
 
 def base_url(url: str) -> str:
     """The server's root URL: what the OpenAI SDK calls the base URL (``.../v1``) works too.
@@ -74,7 +76,7 @@ def _request(base_url: str, path: str, body: dict | None, api_key: str, timeout_
 
 def list_models(base_url: str, *, api_key: str = "") -> dict:
     """The /v1/models answer; raises ServerError with advice when the server is not OpenAI-like."""
-    answer = get_json(base_url, "/v1/models", api_key=api_key)
+    answer = get_json(base_url, MODELS_PATH, api_key=api_key)
     if not isinstance(answer, dict) or not isinstance(answer.get("data"), list) or not answer["data"]:
         raise ServerError(f"{base_url}/v1/models lists no model: is this an OpenAI-compatible server?")
     nameless = [m for m in answer["data"] if not isinstance(m, dict) or not isinstance(m.get("id"), str) or not m["id"]]

@@ -4,6 +4,8 @@
     llm-bench run paste [--host URL] [--users N] [--size 4k] [--requests N] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
     llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
+    llm-bench run rate [--host URL] --rate R [--arrivals poisson] (--duration S | --requests N) ... --out DIR
+    llm-bench sweep [--host URL] [--rates 1,2,4,8 | --rates auto] [--slo ttft_p95=1.0] ... --out DIR
     llm-bench report DIR  |  llm-bench report PATH... --out DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
@@ -58,12 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run one workload headless and print a summary")
-    run.add_argument("workload", choices=["chat", "paste"])
+    run.add_argument("workload", choices=["chat", "paste", "rate"])
     add_options(run, options.RUN, run_workload)
     add_options(commands.add_parser("quick", help="run the quick suite headless, then write its report"),
                 options.QUICK, run_quick)
     add_options(commands.add_parser("capacity", help="find the largest class of students that meets an SLO"),
                 options.CAPACITY, run_capacity)
+    add_options(commands.add_parser("sweep", help="offer rates one after the other (open loop), up to saturation"),
+                options.SWEEP, run_sweep)
 
     report = commands.add_parser("report", help="write summary.md/.csv, charts and report.html for a run")
     report.add_argument("paths", nargs="+", metavar="PATH",
@@ -112,6 +116,9 @@ def add_options(parser: argparse.ArgumentParser, command: str, handler) -> None:
 
 
 def run_workload(args, argv: list[str]) -> int:
+    if args.workload == "rate":
+        return run_rate(args, argv)
+    args.requests = args.requests or options.CHAT_REQUESTS
     return run_paste(args, argv) if args.workload == "paste" else run_chat(args, argv)
 
 
@@ -169,6 +176,39 @@ def run_capacity(args, argv: list[str]) -> int:
 SEARCH_RUN_TIME_S = 7 * 24 * 3600  # the search ends by itself; Locust's own run-time limit must not cut it
 
 
+def run_rate(args, argv: list[str]) -> int:
+    """An open loop at one rate (locustfiles/rate.py): the schedule, then its table and warnings."""
+    given = options.values(args, options.RUN)
+    if given.rate is None or (given.duration is None) == (given.requests is None):
+        raise UsageError("run rate needs --rate R and one of --duration S or --requests N")
+    return run_open_loop(args, argv, given.slo)
+
+
+def run_sweep(args, argv: list[str]) -> int:
+    """Rates one after the other (locustfiles/rate.py), to saturation with --rates auto; the table per rate,
+    goodput and the highest rate that met the SLO."""
+    return run_open_loop(args, argv, options.values(args, options.SWEEP).slo)
+
+
+def run_open_loop(args, argv: list[str], slo) -> int:
+    from analysis import load, rates
+
+    try:
+        options.values(args, args.command).open_loop()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    started = time.perf_counter()
+    run = measure(args, argv, "rate.py", 1, progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S)
+    print(f"open loop ran in {time.perf_counter() - started:.0f} s")
+    if run.recorded:
+        records, _info = load.load_run(run.out_dir)
+        print(rates.format_steps(rates.steps(records, slo)))
+        for line in rates.conclusion(records, slo):
+            print(line)
+    write_report(run)
+    return exit_status(args, run)
+
+
 @dataclass(frozen=True)
 class Measured:
     out_dir: Path
@@ -182,7 +222,7 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
     """The measuring commands' common path: the target, its settings, Locust headless, a summary.
     A run that failed still gets its summary, from the records it kept. ``sim_options``: the simulated
     engine's settings when it is started for the run (no --host)."""
-    from analysis import load, overview, records as record_sets, study
+    from analysis import load, overview, rates, records as record_sets, study
 
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
@@ -210,7 +250,7 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
             return Measured(out_dir, 0, False, failure)
         raise UsageError(f"the run wrote no records; see {out_dir / 'locust.log'}") from None
     print(overview.format_overview(overview.overview(records)))
-    for warning in study.warnings(records):
+    for warning in study.warnings(records) + rates.warnings(records):
         print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
     return Measured(out_dir, len(record_sets.failed(record_sets.measured(records))), True, failure)

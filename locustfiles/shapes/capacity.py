@@ -20,10 +20,10 @@ from bench_tasks.capacity.search import Search
 from bench_tasks.progress_log import ProgressLog
 from bench_tasks.records_file import CAPACITY_JSONL, PROGRESS_JSONL, JsonlWriter
 from locustfiles.llm_run import LLMRun
-from locustfiles.shapes.phased import PhasedShape
+from locustfiles.shapes.phased import PolledShape
 
 
-class CapacityShape(PhasedShape):
+class CapacityShape(PolledShape):
     abstract = True
 
     def coordinate(self, run: LLMRun, out: Path) -> Search:
@@ -41,15 +41,6 @@ class CapacityShape(PhasedShape):
 
     def idle_s(self) -> float:
         return self.run.options.think_time.max_s
-
-    def tick(self):
-        if self.coordinator is not None:
-            self.coordinator.poll()  # the windows open and close by the clock, not only on a request
-        return super().tick()
-
-    def recorded(self, row: dict) -> None:
-        if self.coordinator is not None:
-            self.coordinator.record(row)
 
     def _entered(self, previous, phase) -> None:
         self.progress.phase(phase)

@@ -151,3 +151,19 @@ class PhasedShape(LoadTestShape, RunListener):
             writer = JsonlWriter(Path(self.runner.environment.parsed_options.out) / LOST_WORKERS_JSONL)
             writer.write(event)
             writer.close()
+
+
+class PolledShape(PhasedShape):
+    """A coordinator that moves by the clock (its windows open and close on time, not only when a user asks)
+    and hears every record where they come together: the capacity search's, the open loop's."""
+
+    abstract = True
+
+    def tick(self):
+        if self.coordinator is not None:
+            self.coordinator.poll()
+        return super().tick()
+
+    def recorded(self, row: dict) -> None:
+        if self.coordinator is not None:
+            self.coordinator.record(row)
