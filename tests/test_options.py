@@ -49,7 +49,7 @@ def test_locust_defines_none_of_our_flags_and_each_is_declared_once():
 
 
 @pytest.mark.parametrize("command, argv", [
-    ("quick", ["--runs", "2", "--sizes", "1k,2000", "--only", "chat,burst", "--setup", "lab"]),
+    ("quick", ["--runs", "2", "--sizes", "1k,2000", "--only", "chat,burst", "--setup", "lab", "--api", "messages"]),
     ("capacity", ["--slo", "ttft_p95=0.5,errors=0.01", "--think-time", "1-2", "--start-students", "3", "--step", "+2",
                   "--max-step-s", "400", "--ignore-eos"]),
     ("run", ["--requests", "4", "--question", "a, b?", "--question", "c", "--stop", "END", "--max-tokens", "32"]),
@@ -66,7 +66,8 @@ def test_the_argv_handed_to_locust_gives_locust_the_command_s_values(command, ar
 
 BAD = [("--sizes", "4k,lots"), ("--runs", "0"), ("--slo", "ttft=1"), ("--think-time", "40-10"),
        ("--start-students", "none"), ("--step", "x1"), ("--read-timeout", "nan"), ("--bursts", "4,-1"),
-       ("--only", "chat,tea"), ("--thinking", "yes"), ("--paste-share", "1.5"), ("--paste-size", "4k,8k")]
+       ("--only", "chat,tea"), ("--thinking", "yes"), ("--paste-share", "1.5"), ("--paste-size", "4k,8k"),
+       ("--api", "completions")]
 
 
 def test_a_bad_value_is_refused_the_same_way_on_every_path(capsys):
