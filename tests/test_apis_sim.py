@@ -152,16 +152,14 @@ def quick_through(sim, out, api: str) -> pd.DataFrame:
 
 
 def test_quick_through_each_api_holds_to_the_truth_and_compares_a_column_per_api(start_sim, tmp_path):
-    """The agent and the chat through each API, one --setup: the same conversation (prompt tokens, tool calls) on
-    every path, and a comparison with a column per API."""
-    runs = {}
-    for api in apis.APIS:  # an engine each: the same cache state for every path
-        sim = start_sim(slots=4, decode_tps=200.0, answer_tokens_min=30, answer_tokens_max=60)
-        runs[api] = quick_through(sim, tmp_path / api, api)
-    agents = {api: records[records["scenario"] == "agent"].sort_values("turn") for api, records in runs.items()}
-    for api in (apis.RESPONSES, apis.MESSAGES):
-        for column in ("prompt_tokens", "cached_tokens", "tool_name", "finish_reason"):
-            assert agents[api][column].tolist() == agents[apis.CHAT][column].tolist(), (api, column)
+    """The agent and the chat through each API, one --setup, each run held to the truth; then a comparison with a
+    column per API. (Each run opens its prompts with a mark of its own, so their answers differ: the same
+    conversation on every path is test_an_agent_session_through_each_api_is_the_same_conversation's.)"""
+    for api in apis.APIS:
+        # Decode as tests/test_accuracy_sim.py's (60 tok/s, answers ending by themselves): 0.1% of a second's
+        # decoding is a millisecond, above a loaded machine's jitter.
+        sim = start_sim(slots=4, decode_tps=60.0, answer_tokens_min=40, answer_tokens_max=80)
+        quick_through(sim, tmp_path / api, api)
     result = run_cli("compare", *(str(tmp_path / api) for api in apis.APIS), "--out", str(tmp_path / "cmp"))
     assert result.returncode == 0, result.stderr[-3000:]
     text = (tmp_path / "cmp" / "compare.md").read_text()
