@@ -37,11 +37,11 @@ def send(user, path: str, payload: bytes, record: Record, decoder: Decoder) -> R
         t_send = time.perf_counter()
         with user.client.request("POST", path, data=payload, headers=headers, name=record.phase, stream=True,
                                  catch_response=True) as resp:
-            if attempt == 1 and transport.closed_before_response(resp, t_send, time.perf_counter()):
+            sock = run.watchers.request_socket(t_send)
+            if attempt == 1 and transport.closed_before_response(resp, sock, t_send, time.perf_counter()):
                 resp.request_meta["request_type"] = "RECONNECT"  # visible live, not a failure
                 resp.success()
                 continue
-            sock = run.watchers.request_socket(t_send)
             recorder = _measure(resp, t_send, record, target, sock, run.activity, decoder)
             _report_live(user.environment, resp, record)
         break

@@ -5,6 +5,7 @@ import socket
 import struct
 import threading
 import time
+import types
 
 import pytest
 
@@ -244,3 +245,24 @@ def test_a_request_whose_reads_were_served_late_is_flagged_by_its_own_reads():
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.035),
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=None),
             watcher.untrustworthy(0.0, t_send=1.0, late_bound_s=0.045)] == [True, False, False, False]
+
+
+def test_a_kept_alive_connection_closed_within_a_round_trip_of_the_send_is_a_reconnect_not_a_failure():
+    """llama.cpp closes the connection after each streamed answer (docs/engines.md#llamacpp-keep-alive): a request
+    that met such a connection never ran and is sent again; one on a fresh connection, or closed later, failed."""
+    class Sent:  # a socket's stamps, and no round trip measured
+        def __init__(self, t_first_sent: float) -> None:
+            self.t_first_sent, self.t_sent = t_first_sent, 10.0
+
+        def getsockopt(self, *_args):
+            raise OSError("gone")
+
+    closed = types.SimpleNamespace(status_code=0, error=transport.HTTPConnectionClosed())
+    used = Sent(t_first_sent=1.0)  # it carried a request before this one
+    assert transport.closed_before_response(closed, used, 10.0, 10.05)
+    assert not transport.closed_before_response(closed, used, 10.0, 10.5)  # closed later: the server died
+    fresh = Sent(t_first_sent=10.0)
+    assert not transport.closed_before_response(closed, fresh, 10.0, 10.01)
+    assert not transport.closed_before_response(closed, None, 10.0, 10.01)  # it never left
+    answered = types.SimpleNamespace(status_code=200, error=None)
+    assert not transport.closed_before_response(answered, used, 10.0, 10.05)
