@@ -152,7 +152,8 @@ class Findings:
 
 def header_items(facts: dict) -> list[str]:
     return [f"setup: {facts['setup'] or MISSING}", f"model: {facts['model'] or MISSING}",
-            f"engine: {facts['engine'] or MISSING}", f"server: {facts['server'] or MISSING}",
+            f"engine: {facts['engine'] or MISSING}", f"API: {facts.get('api') or MISSING}",
+            f"server: {facts['server'] or MISSING}",
             f"client hosts: {facts['client_hosts'] or MISSING}", f"when: {facts['when'] or MISSING}",
             f"run mark: {facts.get('run_mark') or MISSING}",
             f"requests: {facts['requests_ok']} ok, {facts['requests_failed']} failed (warm-ups not counted)"]

@@ -14,7 +14,7 @@ import pandas as pd
 
 from bench_tasks.formatting import MISSING
 
-LEGEND_COLUMNS = ["key", "setup", "engine", "model", "server"]
+LEGEND_COLUMNS = ["key", "setup", "engine", "model", "api", "server"]
 
 
 def setup_keys(labels: list[str]) -> dict[str, str]:
@@ -57,18 +57,20 @@ def server_settings(settings: dict, model: str) -> str:
 
 
 def legend(keys: dict[str, str], facts: dict[str, dict], settings: dict[str, dict]) -> pd.DataFrame:
-    """One line per setup: its key, its label (``--setup``), engine profile, model and server settings."""
+    """One line per setup: its key, its label (``--setup``), engine profile, model, API and server settings."""
     lines = [{"key": key, "setup": label, "engine": facts[label]["engine"], "model": facts[label]["model"],
+              "api": facts[label].get("api", ""),
               "server": server_settings(settings.get(label, {}), facts[label]["model"])}
              for label, key in keys.items()]
     return pd.DataFrame(lines, columns=LEGEND_COLUMNS)
 
 
 def legend_items(table: pd.DataFrame) -> list[str]:
-    """The legend as sentences: ``**A**: label (engine X, model Y; server settings)``."""
+    """The legend as sentences: ``**A**: label (engine X, model Y, API Z; server settings)``."""
     items = []
     for line in table.to_dict("records"):
-        said = [f"engine {line['engine']}" if line["engine"] else "", f"model {line['model']}" if line["model"] else ""]
+        said = [f"engine {line['engine']}" if line["engine"] else "", f"model {line['model']}" if line["model"] else "",
+                f"API {line['api']}" if line["api"] else ""]
         text = ", ".join(s for s in said if s)
         if line["server"]:
             text += f"; {line['server']}"

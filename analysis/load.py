@@ -22,6 +22,7 @@ import orjson
 import pandas as pd
 from pandas.api.types import infer_dtype
 
+from bench_tasks.apis import CHAT
 from bench_tasks.record import COLUMNS, FIELD_TYPES
 from bench_tasks import run_failure
 from bench_tasks import slo as slos
@@ -104,17 +105,17 @@ def merge_runs(runs, labels=None) -> tuple[pd.DataFrame, list[str]]:
     one frame, and the problems met reading them.
 
     Each row's ``setup`` is its own ``setup`` cell when set, else the label given for its
-    directory, else the directory's name. Directories that end up with the same label are one
-    run seen from several client machines: their rows are merged (each keeps its
-    ``client_host``). Added columns: ``run_dir`` and ``run_complete`` (False: no requests.csv).
-    Rows found twice (a master's records and a worker's copy) are kept once, and said so.
+    directory, else the directory's name, with the API it spoke when not chat (``setup_names``).
+    Directories that end up with the same label are one run seen from several client machines: their
+    rows are merged (each keeps its ``client_host``). Added columns: ``run_dir`` and ``run_complete``
+    (False: no requests.csv). Rows found twice (a master's records and a worker's copy) are kept once, and said so.
     """
     frames, problems = [], []
     for i, (directory, frame, info) in enumerate(runs):
         label = _label(directory, labels[i] if labels and i < len(labels) else None)
         problems += [f"{directory}: {p}" for p in info["problems"]]
-        frames.append(frame.assign(setup=frame["setup"].where(frame["setup"] != "", label),
-                                   run_dir=str(directory), run_complete=info["complete"]))
+        frames.append(frame.assign(setup=setup_names(frame, label), run_dir=str(directory),
+                                   run_complete=info["complete"]))
     if not frames:
         return typed(pd.DataFrame(columns=list(COLUMNS))).assign(run_dir="", run_complete=True), problems
     merged = pd.concat(frames, ignore_index=True)
@@ -546,6 +547,15 @@ def _to_bool(value):
         return value
     text = str(value).strip().lower()
     return True if text in _TRUE else False if text in _FALSE else pd.NA
+
+
+def setup_names(frame: pd.DataFrame, label: str) -> pd.Series:
+    """Each row's setup: its own ``setup`` (``--setup``), else ``label``; with the API it spoke when not chat
+    (``LABEL via messages``), so that runs differing only in ``--api`` are not merged as one run's clients."""
+    named = frame["setup"].where(frame["setup"] != "", label)
+    spoke = frame["api"].fillna("").astype(str)
+    other = ~spoke.isin(("", CHAT))  # empty: a record from before --api, which spoke chat
+    return named.where(~other, named.astype(str) + " via " + spoke)
 
 
 def _label(directory, given: str | None) -> str:

@@ -56,7 +56,7 @@ def comparison(records: pd.DataFrame, metrics: dict[str, pd.DataFrame] | None = 
 
 
 def facts(records: pd.DataFrame, settings: dict | None = None, lost_hosts: list[str] = ()) -> dict:
-    """What the header says: setup, model, engine, server, client hosts (those in ``lost_hosts``
+    """What the header says: setup, model, engine, API, server, client hosts (those in ``lost_hosts``
     marked lost), when, the run's mark, requests, completeness."""
     settings = settings or {}
     counted = measured(records)
@@ -67,7 +67,7 @@ def facts(records: pd.DataFrame, settings: dict | None = None, lost_hosts: list[
                                        if len(started) else "")
     complete = bool(records["run_complete"].all()) if "run_complete" in records else True
     return {"setup": _joined(records["setup"]), "model": _joined(records["model"]),
-            "engine": _joined(records["engine"]), "server": settings.get("host", ""),
+            "engine": _joined(records["engine"]), "api": _joined(counted["api"]), "server": settings.get("host", ""),
             "client_hosts": ", ".join(f"{host} (lost)" if host in lost_hosts else host
                                       for host in _values(records["client_host"])),
             "when": when, "run_mark": _joined(counted["run_mark"]) + (

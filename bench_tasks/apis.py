@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from bench_tasks.decoders import ChatDecoder, MessagesDecoder, ResponsesDecoder
+from bench_tasks.decoders import ChatDecoder, Decoder, MessagesDecoder, ResponsesDecoder
 from bench_tasks.engine import Profile
 from bench_tasks.payload import CHAT_PATH, chat_body, finish_body
 
@@ -44,7 +44,7 @@ class Request:
     api: str
     path: str
     body: dict
-    decoder: ChatDecoder | ResponsesDecoder | MessagesDecoder
+    decoder: Decoder
 
 
 def build(api: str, model: str, messages: list[dict], max_tokens: int, *, profile: Profile, thinking: bool = False,

@@ -315,6 +315,9 @@ class MessagesDecoder(_TypedDecoder):
         return self.input_usage
 
 
+Decoder = ChatDecoder | ResponsesDecoder | MessagesDecoder  # what a request's stream is read with
+
+
 def messages_usage(input_usage: dict, output_tokens: int | None) -> dict:
     """Messages' counts in Chat Completions' shape: the prompt is the tokens read plus those from the cache."""
     usage: dict = {}

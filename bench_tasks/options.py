@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from bench_tasks import arrivals as arrival_processes
-from bench_tasks import run_mark
+from bench_tasks import apis, run_mark
 from bench_tasks import slo as slos
 from bench_tasks.capacity.search_options import AUTO, SearchOptions, parse_start, parse_step
 from bench_tasks.classroom import MAX_TOKENS, ThinkTime, parse_think_time
@@ -141,6 +141,13 @@ def rates(value: str) -> tuple[float, ...] | str:
     return parse_rates(value) or AUTO_RATES
 
 
+def api(value: str) -> str:
+    """``chat``, ``responses`` or ``messages``: the API every request of the run speaks."""
+    if value.strip() not in apis.APIS:
+        raise ValueError(f"expected one of {', '.join(apis.APIS)}, got {value!r}")
+    return value.strip()
+
+
 def step(value: str) -> str:
     """``x2`` or ``+4``, kept as written (SearchOptions reads it)."""
     parse_step(value)
@@ -188,6 +195,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--thinking", on_off, "off", "off: switch a thinking model's reasoning off (the engine profile's "
            "switch); on: let it think, as its users run it (ttfo_s then times the answer after the reasoning)",
            MEASURING, web_ui=True),
+    Option("--api", api, apis.CHAT, "the API every request speaks, with the same conversation, tools and limits: "
+           "chat (OpenAI Chat Completions, /v1/chat/completions), responses (OpenAI Responses, /v1/responses) or "
+           "messages (Anthropic Messages, /v1/messages)", MEASURING, web_ui=True),
     Option("--fail-on-error", text, False, "exit 1 when a measured request failed (without it: exit 0, the "
            "failures are in the records)", MEASURING, locust=False, switch=True),
     Option("--repeat-mark", run_mark.parse, None, "send the texts of the earlier run with this mark again (its "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+from bench_tasks.decoders import Decoder
 from bench_tasks.errors import CONNECT_ERROR, NOT_SSE, http_error_class
 from bench_tasks.record import Record, add_flag
 from bench_tasks.stream import Recorder
@@ -26,8 +27,9 @@ from locustfiles.target import Target
 HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
 
 
-def send(user, path: str, payload: bytes, record: Record) -> Recorder:
-    """POST ``payload`` with ``user``'s client and measure the answer into ``record``."""
+def send(user, path: str, payload: bytes, record: Record, decoder: Decoder) -> Recorder:
+    """POST ``payload`` with ``user``'s client and measure the answer into ``record``, its events read by
+    ``decoder`` (its API's: bench_tasks.decoders; one per request)."""
     target, run = user.target, user.llm
     headers = {**HEADERS, "Authorization": f"Bearer {target.api_key}"} if target.api_key else HEADERS
     for attempt in (1, 2):
@@ -40,7 +42,7 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
                 resp.request_meta["request_type"] = "RECONNECT"  # visible live, not a failure
                 resp.success()
                 continue
-            recorder = _measure(resp, t_send, record, target, sock, run.activity)
+            recorder = _measure(resp, t_send, record, target, sock, run.activity, decoder)
             _report_live(user.environment, resp, record)
         break
     if run.guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.late_bound_s):
@@ -49,9 +51,9 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
 
 
 def _measure(resp, t_send: float, record: Record, target: Target, sock: transport.StampedSocket | None,
-             activity: Activity) -> Recorder:
+             activity: Activity, decoder: Decoder) -> Recorder:
     """Read one response to its end; the clock starts when the request really left (on ``sock``)."""
-    recorder = Recorder(t_send if sock is None else sock.t_sent, target.profile.first_event_tokens)
+    recorder = Recorder(t_send if sock is None else sock.t_sent, target.profile.first_event_tokens, decoder)
     recorder.headers(transport.received_at(sock))
     recorder.rtt_s = transport.tcp_rtt_s(sock)  # once per request: the network's share of the wait
     _read(resp, recorder, record, sock, activity)

@@ -29,10 +29,6 @@ class Target:
     thinking: bool = False  # --thinking on: the model thinks as its users run it (the profile's switch not sent)
     shares: dict = field(default_factory=dict)  # cache_share shape -> the tokens its opening may share (None: unknown)
 
-    @property
-    def extras(self) -> dict:
-        return self.profile.extras(thinking_off=not self.thinking)
-
     def shareable_tokens(self, messages: list[dict], tools: list[dict] | None = None) -> int | None:
         return self.shares.get(cache_share.shape(messages, tools))
 

@@ -1,20 +1,22 @@
 """Each API's decoder against the simulated engine, which knows the true time of every event it writes.
 
-The requests are built by bench_tasks.apis and read by tests/api_stream.py (no Locust: the workloads
-speak one API until `--api` is wired in); the figures are held to the engine's truth log as the chat
-path's are in tests/test_accuracy_sim.py, with events carrying one token, four, and llama.cpp-style
-drafts written back to back.
+The decoders alone: requests built by bench_tasks.apis and read by tests/api_stream.py (no Locust), the
+figures held to the engine's truth log as the chat path's are in tests/test_accuracy_sim.py, with events
+carrying one token, four, and llama.cpp-style drafts written back to back. Then the tool: `llm-bench quick
+--api X`, every request (warm-ups too) through X, held to the same truth, and compared side by side.
 """
 
 from __future__ import annotations
 
+import json
 from statistics import median
 
+import pandas as pd
 import pytest
 
 from bench_tasks import agent, apis, engine
 from tests.api_stream import measure, pinned
-from tests.conftest import read_truth, split_cores
+from tests.conftest import load_records, read_truth, run_cli, split_cores
 
 pytestmark = pytest.mark.alone  # held to a truth: the machine to itself (tests/machine.py)
 
@@ -119,3 +121,49 @@ def test_faults_through_each_decoder(start_sim, api):
         assert record.ok and record.done and record.content_events == reference.content_events, (kind, record)
         assert record.usage_source == ("counted" if kind == "no_usage" else "usage")
         assert "bunched" in record.flags or kind != "buffered"  # the whole stream in one lump
+
+
+def quick_through(sim, out, api: str) -> pd.DataFrame:
+    """`llm-bench quick --only agent,chat --api API`: its records, each checked against the engine's truth."""
+    result = run_cli("quick", "--host", sim.url, "--only", "agent,chat", "--runs", "1", "--api", api,
+                     "--setup", "sim", "--out", str(out), cpus=split_cores(sim), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = load_records(out)
+    assert (records["api"] == api).all() and (records["endpoint"] == apis.PATHS[api]).all()  # warm-ups too
+    assert json.loads((out / "settings.json").read_text())["options"]["api"] == api
+    measured = records[records["scenario"] != "warmup"]
+    assert measured["ok"].all(), measured[["phase", "error", "error_detail"]].to_string()
+    assert measured.groupby("phase").size().to_dict() == {"agent": agent.TURNS, "chat": 3}
+    truth = read_truth(sim.truth_log).set_index("request_id")
+    joined = measured.set_index("request_id").join(truth.add_suffix("_true"), how="inner")
+    assert len(joined) == len(measured) and (joined["api_true"] == api).all()  # the engine saw that API
+    for column in ("prompt_tokens", "completion_tokens"):
+        assert (joined[column].astype(int) == joined[f"{column}_true"].astype(int)).all(), column
+    ttft_errors = (joined["ttft_s"] - joined["ttft_s_true"]).abs()
+    decode_errors = (joined["decode_tps"] / joined["decode_tps_true"] - 1).abs()
+    print(f"quick --api {api}: |first token error| p50 {ttft_errors.median() * 1000:.3f} ms, max "
+          f"{ttft_errors.max() * 1000:.3f} ms; |decode error| p50 {decode_errors.median() * 100:.4f}%")
+    # As the chat path is held in tests/test_accuracy_sim.py: medians within 2 ms and 0.1%.
+    assert ttft_errors.median() <= 0.002 and decode_errors.median() <= 0.001, joined[["ttft_s", "ttft_s_true"]]
+    turns = measured[measured["scenario"] == "agent"].sort_values("turn")
+    assert turns["prompt_tokens"].is_monotonic_increasing and (turns["cached_tokens"].iloc[1:] > 0).all()
+    assert turns["tool_name"].notna().any() and not (turns["tool_call_valid"] == False).any()  # noqa: E712
+    return measured
+
+
+def test_quick_through_each_api_holds_to_the_truth_and_compares_a_column_per_api(start_sim, tmp_path):
+    """The agent and the chat through each API, one --setup, each run held to the truth; then a comparison with a
+    column per API. (Each run opens its prompts with a mark of its own, so their answers differ: the same
+    conversation on every path is test_an_agent_session_through_each_api_is_the_same_conversation's.)"""
+    for api in apis.APIS:
+        # Decode as tests/test_accuracy_sim.py's (60 tok/s, answers ending by themselves): 0.1% of a second's
+        # decoding is a millisecond, above a loaded machine's jitter.
+        sim = start_sim(slots=4, decode_tps=60.0, answer_tokens_min=40, answer_tokens_max=80)
+        quick_through(sim, tmp_path / api, api)
+    result = run_cli("compare", *(str(tmp_path / api) for api in apis.APIS), "--out", str(tmp_path / "cmp"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "| test | A | B | C |" in text
+    for key, (api, name) in zip("ABC", (("chat", "sim"), ("responses", "sim via responses"),
+                                        ("messages", "sim via messages"))):
+        assert f"- **{key}**: {name} (engine sim, model sim-model, API {api};" in text

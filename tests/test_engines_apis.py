@@ -1,12 +1,13 @@
 """Each API's decoder against the real engines: llama.cpp (the tiny model; SmolLM2 for answers that end by
 themselves) and vLLM's CPU build.
 
-One request after another through bench_tasks.apis and tests/api_stream.py (the workloads speak one API
-until `--api` is wired in), each held to the engine's own clock and counts as the chat path is in
-tests/test_real_engines.py: llama.cpp's `timings` where it streams them (chat, Responses) and its
-`/metrics` counters of predicted tokens and their seconds around each request (every API: its Messages
-carry no timings, docs/engines.md#llamacpp-messages-stream); vLLM's decode-time and generation-token
-histograms around each request (docs/engines.md#vllm-decode-time).
+One request after another through bench_tasks.apis and tests/api_stream.py, each held to the engine's own
+clock and counts as the chat path is in tests/test_real_engines.py: llama.cpp's `timings` where it streams
+them (chat, Responses) and its `/metrics` counters of predicted tokens and their seconds around each
+request (every API: its Messages carry no timings, docs/engines.md#llamacpp-messages-stream); vLLM's
+decode-time and generation-token histograms around each request (docs/engines.md#vllm-decode-time). Then
+the tool itself: `llm-bench quick --only agent,chat --api X` on SmolLM2, held to llama.cpp's clock the same
+way.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import urllib.request
 
 import pytest
 
+from analysis.agreement import engine_clock
 from bench_tasks import agent, apis, chat, engine, server
 from tests.api_stream import measure, pinned
+from tests.conftest import load_records, run_cli
 from tests.test_real_engines import novel_stop_string
 
 ALONE = pytest.mark.alone  # held to the engine's clock: the machine to itself (tests/machine.py)
@@ -224,3 +227,41 @@ def test_llamacpp_agent_conversation_is_one_prompt_on_every_api(llamacpp_server)
         assert record.ok and record.done, (api, record.error_detail)
         prompts[api] = record.prompt_tokens
     assert len(set(prompts.values())) == 1 and prompts["chat"] > 1000, prompts
+
+
+@ALONE
+def test_smollm2_agent_and_chat_through_each_api_agree_with_llamacpp(smollm2_server, tmp_path):
+    """`llm-bench quick --only agent,chat --api X` on every API: no failed request, the agent's six turns (the
+    conversation with its tool calls and results said in X), and the decode rate held to llama.cpp's own
+    clock: per request where its timings are in the stream (chat, Responses), and pooled over the whole run
+    (warm-ups too) from its /metrics counters around it on every API (its Messages carry no timings)."""
+    url = smollm2_server.url
+    for api in apis.APIS:
+        out = tmp_path / api
+        before = counters(url, LLAMACPP_CLOCK)
+        result = run_cli("quick", "--host", url, "--only", "agent,chat", "--runs", "1", "--api", api, "--out",
+                         str(out), timeout=600)
+        grown = {name: value - before[name] for name, value in counters(url, LLAMACPP_CLOCK).items()}
+        assert result.returncode == 0, result.stderr[-3000:]
+        records = load_records(out)
+        assert (records["api"] == api).all() and (records["endpoint"] == apis.PATHS[api]).all()  # warm-ups too
+        measured = records[records["scenario"] != "warmup"]
+        assert measured["ok"].all(), measured[["phase", "error", "error_detail"]].to_string()
+        assert measured.groupby("phase").size().to_dict() == {"agent": agent.TURNS, "chat": 3}
+        turns = measured[measured["scenario"] == "agent"].sort_values("turn")
+        assert turns["prompt_tokens"].is_monotonic_increasing and (turns["cached_tokens"].iloc[1:] > 0).all()
+        # Every request the engine generated for is a record: the counters' tokens are the records'.
+        assert grown["llamacpp:tokens_predicted_total"] == records["completion_tokens"].sum()
+        answered = records[records["completion_tokens"] > 0]
+        client_tps = (answered["completion_tokens"] - answered["first_event_tokens"]).sum() / answered["decode_s"].sum()
+        engine_tps = (grown["llamacpp:tokens_predicted_total"] - len(answered)) / grown[
+            "llamacpp:tokens_predicted_seconds_total"]
+        pooled_pct = (client_tps / engine_tps - 1) * 100
+        per_request = engine_clock(measured)
+        print(f"SmolLM2 quick --api {api}: pooled decode diff {pooled_pct:+.3f}% over {len(answered)} requests; "
+              f"per request (from the stream's timings) {per_request['decode_diff_pct'].round(3).tolist()}")
+        assert abs(pooled_pct) <= 0.5, pooled_pct
+        if api == apis.MESSAGES:
+            assert per_request.empty  # no timings in its stream
+        else:  # as tests/test_real_engines.py holds chat's answers that end by themselves
+            assert len(per_request) == len(measured) and per_request["decode_diff_pct"].abs().median() <= 0.2

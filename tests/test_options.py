@@ -40,7 +40,7 @@ def test_locust_defines_none_of_our_flags_and_each_is_declared_once():
 
 
 @pytest.mark.parametrize("command, argv", [
-    ("quick", ["--runs", "2", "--sizes", "1k,2000", "--only", "chat,burst", "--setup", "lab"]),
+    ("quick", ["--runs", "2", "--sizes", "1k,2000", "--only", "chat,burst", "--setup", "lab", "--api", "messages"]),
     ("capacity", ["--slo", "ttft_p95=0.5,errors=0.01", "--think-time", "1-2", "--start-students", "3", "--step", "+2",
                   "--max-step-s", "400", "--ignore-eos"]),
     ("run", ["--requests", "4", "--question", "a, b?", "--question", "c", "--stop", "END", "--max-tokens", "32"]),
@@ -63,7 +63,7 @@ BAD = [("--sizes", "4k,lots"), ("--runs", "0"), ("--slo", "ttft=1"), ("--think-t
        ("--start-students", "none"), ("--step", "x1"), ("--read-timeout", "nan"), ("--bursts", "4,-1"),
        ("--only", "chat,tea"), ("--thinking", "yes"), ("--paste-share", "1.5"), ("--paste-size", "4k,8k"),
        ("--rate", "0"), ("--arrivals", "gamma:0"), ("--arrivals", "bursty"), ("--rates", "2,2"), ("--seed", "-1"),
-       ("--window-s", "0")]
+       ("--window-s", "0"), ("--api", "completions")]
 
 
 def test_a_bad_value_is_refused_the_same_way_on_every_path(capsys):

@@ -222,6 +222,27 @@ def test_compare_opens_with_the_studys_three_tables_one_column_per_setup(runs):
     assert "| needle-32k all depths | A | 2 | 67% (90% CI 14%–98%) | 3.000 (75% CI 3.000–3.000) | 3 |" in text
 
 
+def test_runs_that_differ_only_in_their_api_are_a_column_each_named_by_it(tmp_path):
+    """One --setup, three --api: three setups (not one run's three client machines), each named by its API."""
+    dirs = []
+    for api, speed in (("chat", 1.0), ("responses", 1.0), ("messages", 2.0)):
+        directory = tmp_path / api
+        directory.mkdir()
+        write_csv([{**row, "api": api} for row in synthetic_rows("llama.cpp", speed)], directory / "requests.csv")
+        dirs.append(directory)
+    write_compare(dirs, None, tmp_path / "cmp")
+    text = (tmp_path / "cmp" / "compare.md").read_text()
+    tables = markdown_tables(text)
+    assert tables[0][0] == ["test", "A", "B", "C"] and tables[0][1] == ["chat decode tok/s", "40.0", "40.0", "80.0"]
+    legend = ["- **A**: llama.cpp (engine sim, model tiny, API chat)",
+              "- **B**: llama.cpp via responses (engine sim, model tiny, API responses)",
+              "- **C**: llama.cpp via messages (engine sim, model tiny, API messages)"]
+    assert "\n".join(legend) in text
+    write_report(dirs[2])
+    summary = (dirs[2] / "summary.md").read_text()
+    assert "setup: llama.cpp via messages" in summary and "API: messages" in summary
+
+
 def test_compare_says_the_result_in_words(runs):
     text = (runs["compare_dir"] / "compare.md").read_text()
     words = the_result_in_words(text)

@@ -1,7 +1,8 @@
 """The base LLM user: send one streamed request, measure it, record it.
 
-Everything a workload's user needs is ``self.stream_chat(...)`` or ``self.stream(...)``: the request is
-measured by streamed_request (bench_tasks.stream's Recorder), the record goes to the run's sink. The
+Everything a workload's user needs is ``self.stream_chat(...)``: the conversation, in Chat Completions'
+form, said in the run's API (``--api``: bench_tasks.apis), measured by streamed_request (bench_tasks.stream's
+Recorder and the API's decoder), the record written to the run's sink. The
 run (``self.llm``, the environment's LLMRun) holds the options, the server and everything else of the
 run; the runnable locustfile made it (llm_run.install).
 """
@@ -14,9 +15,9 @@ from collections.abc import Callable
 
 from locust import FastHttpUser
 
-from bench_tasks import cache_share, run_mark
+from bench_tasks import apis, cache_share, run_mark
 from bench_tasks.errors import CONNECT_ERROR
-from bench_tasks.payload import CHAT_PATH, chat_body, encode
+from bench_tasks.payload import encode
 from bench_tasks.record import Record
 from bench_tasks.stream import Recorder
 from locustfiles import streamed_request, transport
@@ -67,6 +68,7 @@ class LLMUser(FastHttpUser):
             setup=self.options.setup,
             engine=self.target.profile.name,
             model=self.target.model,
+            api=self.options.api,  # also on a request never sent (unreachable): the setup it belongs to
             clock_offset_s=self.llm.clock_offset_s(),
             run_mark=self.options.mark,
             mark_repeated=self.options.repeat_mark is not None,
@@ -75,11 +77,13 @@ class LLMUser(FastHttpUser):
 
     def stream_chat(self, record: Record, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,
                     ignore_eos: bool = False, stop: list[str] | None = None, judge: Judge | None = None) -> Recorder:
-        body = chat_body(self.target.model, messages, max_tokens, tools=tools, stop=stop,
-                         ignore_eos=ignore_eos and self.target.profile.ignore_eos, extras=self.target.extras)
+        """Ask ``messages`` (Chat Completions' form) in the run's API, with its tools, stop strings and limits;
+        the thinking switch and ``ignore_eos`` as the engine profile says the engine takes them on that API."""
+        request = apis.build(self.options.api, self.target.model, messages, max_tokens, profile=self.target.profile,
+                             thinking=self.target.thinking, tools=tools, stop=stop, ignore_eos=ignore_eos)
         if record.shareable_tokens is None:
             record.shareable_tokens = self.target.shareable_tokens(messages, tools)
-        return self.stream(CHAT_PATH, body, record, judge)
+        return self.stream(request, record, judge)
 
     def unreachable(self, record: Record, exc: Exception) -> None:
         """A request that could not be made because no server answered while it was prepared (its prompt's tokens
@@ -89,14 +93,14 @@ class LLMUser(FastHttpUser):
         record.error, record.error_detail = CONNECT_ERROR, str(exc)[:300]
         self.llm.sink.add(record.to_dict())
 
-    def stream(self, path: str, body: dict, record: Record, judge: Judge | None = None) -> Recorder:
-        """Send ``body``, read the stream as it arrives, fill and write ``record``.
+    def stream(self, request: apis.Request, record: Record, judge: Judge | None = None) -> Recorder:
+        """Send ``request``, read its stream as it arrives with its decoder, fill and write ``record``.
 
         ``judge(record, recorder)`` labels the answer (needle found, tool call valid, a conversation's share)
         before the cache check (bench_tasks.cache_share) and the record is written.
         """
-        record.endpoint = path
-        recorder = streamed_request.send(self, path, encode(body), record)
+        record.endpoint = request.path
+        recorder = streamed_request.send(self, request.path, encode(request.body), record, request.decoder)
         if judge is not None:
             judge(record, recorder)
         cache_share.check(record)

@@ -16,12 +16,12 @@ class RateUser(JobUser):
     scenario = SCENARIO
     wake_early_s = 0.0015  # woken before the due time, the request made ready, then sent at the instant
 
-    def stream(self, path, body, record, judge=None):
+    def stream(self, request, record, judge=None):
         """Sent at its due time: the user was woken ``wake_early_s`` before it (a timer may wake it up to a
         millisecond late) and made the request ready; it yields to the other greenlets until the instant."""
         while record.t_due is not None and time.perf_counter() < record.t_due:
             gevent.sleep(0)
-        return super().stream(path, body, record, judge)
+        return super().stream(request, record, judge)
 
     def run_job(self, job) -> None:
         def judge(record, _recorder) -> None:
