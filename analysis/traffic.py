@@ -24,7 +24,8 @@ import pandas as pd
 from analysis.records import measured, succeeded
 from analysis.spread import NAN, long_frame, long_rows, single
 from bench_tasks.cache_share import CACHE_HIT
-from bench_tasks.formatting import percent, shown
+from bench_tasks.formatting import MISSING, percent, shown
+from bench_tasks.open_loop import LATE_S
 from bench_tasks.record import flag_set
 
 REUSE_COLUMNS = ["phase", "requests", "prompt_tokens", "shared_tokens", "shared_share", "cached_requests",
@@ -78,3 +79,26 @@ def format_reuse(table: pd.DataFrame) -> str:
                  shown(row["cached_of_shared"], 2), str(row["cache_hits"])]
         lines.append("".join(f"{cell:>{width}}" for cell, (_name, width) in zip(cells, header)))
     return "\n".join(lines)
+
+
+def format_replay(steps: pd.DataFrame) -> str:
+    """A trace's replay as the terminal shows it (``steps``: analysis.rates.steps of its records): what was due,
+    how late it left, and the waits timed from when each request was due."""
+    lines = []
+    for step in steps.to_dict("records"):
+        lines += [f"{step['phase']}: {step['requests']} requests due over {shown(step['span_s'], 1)} s "
+                  f"({shown(step['due_rps'], 2)}/s); sent {step['sent']}, answered {step['ok']}, failed "
+                  f"{step['failed']}, never sent {step['not_sent']}",
+                  f"  send lag: p50 {_ms(step['send_lag_p50_s'])}, p99 {_ms(step['send_lag_p99_s'])}; "
+                  f"{step['late']} of {step['sent']} left more than {LATE_S * 1000:g} ms after they were due",
+                  "  from due: " + "; ".join(
+                      f"{label} p50 {shown(step[f'{figure}_p50_s'], 3)} s, p95 {shown(step[f'{figure}_p95_s'], 3)} s, "
+                      f"p99 {shown(step[f'{figure}_p99_s'], 3)} s"
+                      for label, figure in (("first token", "ttft_due"), ("end to end", "e2e_due"))),
+                  f"  answers: {shown(step['output_tps'], 1)} output tok/s within the span, decode p50 "
+                  f"{shown(step['decode_tps_p50'], 1)} tok/s a request"]
+    return "\n".join(lines)
+
+
+def _ms(seconds) -> str:
+    return MISSING if pd.isna(seconds) else f"{shown(seconds * 1000, 1)} ms"

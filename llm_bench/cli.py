@@ -198,7 +198,7 @@ def run_trace(args, argv: list[str]) -> int:
                   check=check, handed=["--trace", args.file_path])
     if run.recorded:
         records, _info = load.load_run(run.out_dir)
-        print(rates.format_steps(rates.steps(records)))
+        print(traffic.format_replay(rates.steps(records)))
         print(traffic.format_reuse(traffic.reuse(records)))
     write_report(run)
     return exit_status(args, run)

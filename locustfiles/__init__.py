@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 # What `locust -f` runs.
-RUNNABLE = ("quick_suite", "chat", "paste", "prompt", "agent", "burst", "needle", "classroom", "capacity")
+RUNNABLE = ("quick_suite", "chat", "paste", "prompt", "agent", "burst", "needle", "classroom", "capacity", "trace")
 
 
 def path(name: str) -> Path:

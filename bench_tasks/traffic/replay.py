@@ -33,6 +33,7 @@ from bench_tasks.traffic.vocabulary import Vocabulary, measure
 PHASE = "trace"
 SAMPLE = 3  # prompts counted on the server before the replay: the first ones, the shortest and the longest
 KEEP_AHEAD = 4096  # requests a cursor keeps that it read past (another user's, or another worker's)
+TICK_S = 1.0  # how often Locust asks a shape for its users
 CHANCE_WORDS = 2  # words of an unrelated block that may match by chance (a word in 64: 1 in 4096 for two)
 
 
@@ -43,8 +44,13 @@ class TraceStep(Step):
         super().__init__(PHASE, times, None, **kwargs)
         self.mean_rps = mean_rps
 
+    def part(self, now: float) -> str:
+        return WINDOW  # every request of the trace is measured: none settles, none only keeps the load
+
     def users(self, max_in_flight: int, poll_s: float = POLL_S) -> int:
-        spare = math.ceil(self.mean_rps * (self.lead_s + poll_s)) + 1
+        # Users are added when the shape ticks (every second): idle ones enough for twice the mean rate until the
+        # next tick and its spawn, as a trace comes in bursts.
+        spare = math.ceil(2 * self.mean_rps * (TICK_S + self.lead_s + poll_s)) + 1
         return min(max_in_flight, sum(self.outstanding.values()) + len(self.pending) + spare)
 
 
