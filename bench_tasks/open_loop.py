@@ -25,8 +25,8 @@ gives their rate (times the share of its records that succeeded, from ``record``
 they come together), the most the server answers with that many requests in hand.
 
 ``OpenLoop`` runs a plan's steps (``bench_tasks.sweep``) behind the suite's users' protocol (``take``,
-``done``, ``forget``, ``waiting_on``, ``phase``), clock injected, so the same messages carry it to
-workers; ``start_delay_s`` holds the first schedule back while the pool it asks for spawns and warms up
+``done``, ``give_back``, ``forget``, ``waiting_on``, ``phase``), clock injected, so the same messages
+carry it to workers; ``start_delay_s`` holds the first schedule back while the pool it asks for spawns and warms up
 (a run at one rate has no settle to absorb it). Pure: no Locust.
 """
 
@@ -157,6 +157,15 @@ class Step:
             if job.release_at is not None:
                 self.answered_s.append(now - job.release_at)
 
+    def give_back(self, job: Job) -> None:
+        """A job taken by a user that stopped before sending it: known again, in the order of its due time."""
+        part = _part_of(job)
+        if self.outstanding[part] <= 0:
+            return
+        self.outstanding[part] -= 1
+        later = [i for i, known in enumerate(self.pending) if known.release_at > job.release_at]
+        self.pending.insert(later[0] if later else len(self.pending), job)
+
     def drop(self, now: float) -> list[Job]:
         """At the drain limit: the window's jobs not taken yet will never be sent."""
         if self.window_end is None or now < self.window_end + self.drain_limit_s:
@@ -215,6 +224,7 @@ class Flood:
         self.name = flood_name(in_flight)
         self.number = 0
         self.handed_at: dict[int, float] = {}  # job index -> when it was handed out, while in flight
+        self.handed = 0  # jobs handed out (each job's index: its prompt's identity, never reused)
         self.answers = 0
         self.first_timed: float | None = None
         self.took_s: list[float] = []  # after the first round: each answer's time from hand-out
@@ -234,9 +244,9 @@ class Flood:
     def take(self, now: float) -> Job | None:
         if self.closed or self.outstanding >= self.in_flight:
             return None
-        index = self.answers + self.outstanding + 1
-        self.handed_at[index] = now
-        return Job(SCENARIO, self.name, self.number, index)
+        self.handed += 1
+        self.handed_at[self.handed] = now
+        return Job(SCENARIO, self.name, self.number, self.handed)
 
     def done(self, job: Job, now: float) -> None:
         handed = self.handed_at.pop(job.index, None)
@@ -249,6 +259,10 @@ class Flood:
         self.took_s.append(now - handed)
         if len(self.took_s) >= self.min_requests and now - self.first_timed >= self.window_s:
             self.closed = True
+
+    def give_back(self, job: Job) -> None:
+        """A job its user stopped before sending: no answer, a place free for the next."""
+        self.handed_at.pop(job.index, None)
 
     def drop(self, now: float) -> list[Job]:
         return []
@@ -325,6 +339,12 @@ class OpenLoop:
 
     def forget(self, user: str) -> list[Job]:
         return []  # a job is handed to the user that asked: nothing waits to be picked up
+
+    def give_back(self, job: Job) -> None:
+        """A job its user will not run (it stopped before the job was due): offered again, to the next user
+        that asks; a job of a step already over is let go."""
+        if self.step is not None and job.round == self.step.number:
+            self.step.give_back(job)
 
     def record(self, row: dict) -> None:
         """A finished record, where the run's records come together (local runner or master): a flood

@@ -1,6 +1,6 @@
 """Every option of llm-bench, declared once: its flag, how its text is read, its default, its help, where it shows.
 
-From ``OPTIONS`` come the command line's options (``llm-bench run chat``, ``quick``, ``capacity``),
+From ``OPTIONS`` come the command line's options (``llm-bench run chat``, ``quick``, ``capacity``, ``sweep``),
 Locust's (locustfiles/llm_run.py: ``locust -f ...`` and the web UI's start form), the argv a command
 hands to Locust and the ``options`` of ``settings.json``. Every path reads an option's text with the
 option's own parser (text -> value, or ValueError in one line): argparse's ``type=`` on both parsers,
@@ -8,7 +8,8 @@ and ``values`` when a run starts, since the web UI's start form writes text no p
 
 A parsed namespace keeps each option's text (a switch its bool, a repeated option its list of texts):
 the web UI writes text into it and keeps the type it finds there. ``values`` turns a namespace into
-typed values, and ``Values.suite`` and ``Values.search`` make the suite's and the search's options.
+typed values, and ``Values.suite``, ``Values.search`` and ``Values.open_loop`` make the suite's, the search's
+and the open loop's options.
 Adding an option is one line in ``OPTIONS``; a workload then reads ``values(...).its_name``.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from bench_tasks import arrivals as arrival_processes
 from bench_tasks import run_mark
 from bench_tasks import slo as slos
 from bench_tasks.capacity.search_options import AUTO, SearchOptions, parse_start, parse_step
@@ -26,9 +28,13 @@ from bench_tasks.classroom import MAX_TOKENS, ThinkTime, parse_think_time
 from bench_tasks.prompt import parse_size, size_label
 from bench_tasks.stall import READ_TIMEOUT_S
 from bench_tasks.suite import SCENARIOS, SuiteOptions
+from bench_tasks.sweep import AUTO as AUTO_RATES
+from bench_tasks.sweep import MAX_IN_FLIGHT, RateOptions, SweepOptions, parse_rates
 
-RUN, QUICK, CAPACITY = "run", "quick", "capacity"  # the llm-bench commands that measure (run: chat, paste, trace)
-MEASURING = (RUN, QUICK, CAPACITY)
+RUN, QUICK, CAPACITY, SWEEP = "run", "quick", "capacity", "sweep"  # the llm-bench commands that measure
+MEASURING = (RUN, QUICK, CAPACITY, SWEEP)
+NONE = "none"  # --slo none: no SLO (a sweep's default)
+CHAT_REQUESTS = "9"  # run chat and run paste: requests when --requests is not given
 
 
 def text(value: str) -> str:
@@ -114,6 +120,27 @@ def scenarios(value: str) -> tuple[str, ...]:
     return chosen
 
 
+def seed(value: str) -> int:
+    """A whole number of at least 0."""
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError(f"expected a whole number of at least 0, got {value!r}")
+    return number
+
+
+def slo(value: str) -> slos.Slo | None:
+    """``ttft_p95=1.0,...``, or ``none`` (no SLO: a sweep's default)."""
+    return None if value.strip().lower() == NONE else slos.parse(value)
+
+
+def rates(value: str) -> tuple[float, ...] | str:
+    """``1,2,4,8``, or ``auto`` (kept as ``auto``: a sweep to saturation)."""
+    return parse_rates(value) or AUTO_RATES
+
+
 def step(value: str) -> str:
     """``x2`` or ``+4``, kept as written (SearchOptions reads it)."""
     parse_step(value)
@@ -133,7 +160,7 @@ class Option:
     handed_as: str | None = None  # the Locust flag it is handed as, where not its own
     switch: bool = False  # a flag without a value
     repeated: bool = False  # given once per value: a list
-    required: bool = False  # the commands require it (Locust falls back on the default)
+    required: tuple[str, ...] = ()  # the commands that require it (Locust falls back on the default)
     command_default: str | None = None  # the commands' default, where it is not Locust's
     secret: bool = False  # never written into settings.json
 
@@ -149,7 +176,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--host", text, None, "base URL of the server, with or without /v1 (default: $OPENAI_BASE_URL, else "
            "start the simulated engine)", MEASURING, locust=False),  # Locust's own --host, given by run_locust
     Option("--out", text, "llm-bench-out", "output directory: the records, the run's other files and its report",
-           MEASURING, required=True, handed=False),  # given by run_locust
+           MEASURING, required=MEASURING, handed=False),  # given by run_locust
     Option("--setup", text, "", "label of the serving setup (engine, model, card)", MEASURING, web_ui=True),
     Option("--engine", text, "auto", "engine profile (vllm, llamacpp, sglang, ollama, sim, generic), or auto: "
            "detected from the server", MEASURING, web_ui=True),
@@ -174,8 +201,10 @@ OPTIONS: tuple[Option, ...] = (
     # -- chat and paste (llm-bench run chat|paste, locustfiles/chat.py and paste.py) --
     Option("--users", positive_int, "1", "users asking at once (run paste: chatting, beside the one pasting)",
            (RUN,), locust=False),  # Locust's own -u
-    Option("--requests", positive_int, None, "requests in total, then the run ends (run paste, paste.py: "
-           "documents pasted; run chat --dataset: at most the file's; run trace: the trace's first N)", (RUN,), web_ui=True, command_default="9"),
+    Option("--requests", positive_int, None, "requests in total, then the run ends (run chat: default "
+           f"{CHAT_REQUESTS}; run paste, paste.py: documents pasted, default {CHAT_REQUESTS}; run rate, rate.py: the "
+           "schedule's requests, or --duration; run chat --dataset: at most the file's, default all of them; run trace: "
+           "the trace's first N, default all of them)", (RUN,), web_ui=True),
     Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); each "
            "is opened by the run's mark and a code of its own, so none is read from a cache",
            (RUN,), repeated=True),
@@ -184,7 +213,8 @@ OPTIONS: tuple[Option, ...] = (
            (RUN,), repeated=True),
     Option("--size", size, "4k", "run paste: tokens of each pasted document", (RUN,), locust=False, handed=True,
            handed_as="--paste-size"),  # paste.py's --paste-size, the classroom's too
-    Option("--max-tokens", positive_int, str(MAX_TOKENS), "max_tokens per answer", (RUN, CAPACITY), web_ui=True),
+    Option("--max-tokens", positive_int, str(MAX_TOKENS), "max_tokens per answer", (RUN, CAPACITY, SWEEP),
+           web_ui=True),
     # -- the user's own traffic (bench_tasks/traffic; docs/reference.md#your-own-traffic-the-files-it-reads) --
     Option("--dataset", text, None, "run chat: send this file's requests instead of the chat questions, each once, "
            "in order: JSON lines of {\"prompt\"} or {\"messages\"} (with an optional max_tokens, sent with "
@@ -203,7 +233,27 @@ OPTIONS: tuple[Option, ...] = (
     Option("--block-tokens", positive_int, "512", "run trace: tokens per hash id of the trace (Mooncake's: 512)",
            (RUN,), web_ui=True),
     Option("--ignore-eos", text, False, "ask for exactly --max-tokens tokens (engines that accept ignore_eos)",
-           (RUN, CAPACITY), web_ui=True, switch=True),
+           (RUN, CAPACITY, SWEEP), web_ui=True, switch=True),
+    # -- the open loop (llm-bench run rate, sweep; locustfiles/rate.py) --
+    Option("--rate", positive_float, None, "run rate, rate.py: requests per second the schedule offers, whatever "
+           "the server does", (RUN,), web_ui=True),
+    Option("--duration", positive_float, None, "run rate, rate.py: seconds of the schedule (or --requests; rate.py "
+           "without either: until stopped)", (RUN,), web_ui=True),
+    Option("--arrivals", arrival_processes.parse, arrival_processes.POISSON, "the process between sends: poisson "
+           "(exponential gaps), constant (every 1/R s) or gamma:CV (gamma gaps of coefficient of variation CV: "
+           "above 1 bursty, gamma:1 is poisson)", (RUN, SWEEP), web_ui=True),
+    Option("--seed", seed, "0", "the seed of the send times: the same seed offers the same schedule at a rate",
+           (RUN, SWEEP), web_ui=True),
+    Option("--max-in-flight", positive_int, str(MAX_IN_FLIGHT), "the most requests in flight (users) at once; a "
+           "request due while all are busy waits and is sent late", (RUN, SWEEP), web_ui=True),
+    Option("--rates", rates, None, "sweep, rate.py: the rates offered one after the other (requests/s, e.g. "
+           "1,2,4,8), or auto: find the saturation rate with closed-loop floods, then 25, 50, 75, 90 and 100 "
+           "percent of it",
+           (SWEEP,), web_ui=True, command_default="auto"),
+    Option("--window-s", positive_float, f"{SweepOptions.window_s:g}", "sweep: seconds each rate's measured window "
+           "lasts at least (after --settle-s)", (SWEEP,), web_ui=True),
+    Option("--probe-s", positive_float, f"{SweepOptions.probe_s:g}", "sweep --rates auto: seconds each closed-loop "
+           "flood of the ladder to saturation is timed at least (after its first round)", (SWEEP,)),
     # -- the quick suite --
     Option("--runs", positive_int, str(SUITE.runs), "runs per test; bursts: rounds", (QUICK,), web_ui=True),
     Option("--sizes", sizes, ",".join(map(size_label, SUITE.sizes)), "fresh prompt sizes", (QUICK,), web_ui=True),
@@ -213,9 +263,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--only", scenarios, ",".join(SUITE.only), "the scenarios to run, in the suite's fixed order", (QUICK,),
            web_ui=True),
     # -- the classroom and the capacity search --
-    Option("--slo", slos.parse, "ttft_p95=1.0", "the goal each step is judged by, e.g. ttft_p95=1.0,decode_p5=10 "
-           "(errors=0.01 allows one failed request in a hundred; default: none)", (CAPACITY,), web_ui=True,
-           required=True),
+    Option("--slo", slo, "ttft_p95=1.0", "the goal each step is judged by, e.g. ttft_p95=1.0,decode_p5=10 "
+           "(errors=0.01 allows one failed request in a hundred); run rate, sweep, rate.py: each request timed from "
+           "when it was due, for goodput and the highest rate that met it (default: none)", (RUN, CAPACITY, SWEEP),
+           web_ui=True,
+           required=(CAPACITY,), command_default=NONE),
     Option("--think-time", parse_think_time, THINK.text(), "seconds a student thinks between "
            "an answer and the next question: a range drawn uniformly, or one value", (CAPACITY,), web_ui=True),
     Option("--paste-share", share, "0", "the share of questions (0 to 1) that carry a pasted document of "
@@ -234,14 +286,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("--step-s", positive_float, f"{SEARCH.step_s:g}", "seconds each step's judged window lasts at least",
            (CAPACITY,), web_ui=True),
     Option("--settle-s", non_negative_float, None, "seconds a new class settles before its window opens (default: "
-           "the top of --think-time)", (CAPACITY,)),
-    Option("--min-requests", positive_int, str(SEARCH.min_requests), "questions each judged window holds at least",
-           (CAPACITY,), web_ui=True),
+           f"the top of --think-time); sweep: a new rate (default {SweepOptions.settle_s:g})", (CAPACITY, SWEEP)),
+    Option("--min-requests", positive_int, str(SEARCH.min_requests), "questions each judged window holds at least "
+           "(sweep: requests due in each rate's window)", (CAPACITY, SWEEP), web_ui=True),
     Option("--max-step-s", positive_float, None, "seconds a window that cannot tell yet (a goal's interval "
            "straddles its limit) goes on at most, then it is decided on its point estimate, sooner when holding on "
            "would not tell either (default: three times --step-s)", (CAPACITY,)),
     Option("--processes", positive_int, "1", "Locust processes on this machine; more when the client is saturated",
-           (CAPACITY,), locust=False, handed=True),  # Locust's own --processes
+           (CAPACITY, SWEEP), locust=False, handed=True),  # Locust's own --processes
 )
 BY_NAME = {option.name: option for option in OPTIONS}
 
@@ -269,7 +321,7 @@ def _arguments(option: Option, default, required: bool = False) -> dict:
 
 def command_arguments(command: str) -> list[tuple[str, dict]]:
     """(flag, argparse keywords) of each option ``llm-bench COMMAND`` takes."""
-    return [(o.flag, _arguments(o, o.command_default or o.default, o.required))
+    return [(o.flag, _arguments(o, o.command_default or o.default, command in o.required))
             for o in OPTIONS if command in o.commands]
 
 
@@ -323,11 +375,27 @@ class Values(SimpleNamespace):
 
     def search(self) -> SearchOptions:
         """The capacity search's options; ValueError when they contradict each other."""
+        if self.slo is None:
+            raise ValueError("--slo: the capacity search judges each class by an SLO, e.g. ttft_p95=1.0")
         settle_s = self.think_time.max_s if self.settle_s is None else self.settle_s
         return SearchOptions(start=self.start_students, step=self.step, max_students=self.max_students,
                              resolution=self.resolution, step_s=self.step_s, settle_s=settle_s,
                              min_requests=self.min_requests, max_step_s=self.max_step_s,
                              read_timeout_s=self.read_timeout)
+
+    def open_loop(self) -> RateOptions | SweepOptions:
+        """The open loop's plan options: a sweep with ``--rates``, else one rate (ValueError without ``--rate``,
+        or when they contradict each other)."""
+        if getattr(self, "rates", None) is not None:  # run rate takes no --rates
+            settle = {} if self.settle_s is None else {"settle_s": self.settle_s}
+            return SweepOptions(rates=None if self.rates == AUTO_RATES else self.rates, arrivals=self.arrivals,
+                                seed=self.seed, window_s=self.window_s, min_requests=self.min_requests,
+                                max_in_flight=self.max_in_flight, probe_s=self.probe_s, **settle)
+        if self.rate is None:
+            raise ValueError("--rate: an open loop offers requests at a rate, e.g. --rate 4 (or a sweep: --rates)")
+        if self.duration is not None and self.requests is not None:
+            raise ValueError("--duration: a run at one rate lasts --duration S or --requests N, not both")
+        return RateOptions(self.rate, self.arrivals, self.seed, self.duration, self.requests, self.max_in_flight)
 
 
 def values(namespace, command: str | None = None) -> Values:

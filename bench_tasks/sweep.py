@@ -1,7 +1,7 @@
 """Which rates an open loop offers, one after the other: a run at one rate, a sweep, a sweep to saturation.
 
-``RateOptions`` (``run rate``): one schedule at ``--rate`` for ``--duration`` or ``--requests``, all of
-it the window (phase ``rate-R``), no settle, no load kept after it. ``SweepOptions`` (``sweep``): each
+``RateOptions`` (``run rate``): one schedule at ``--rate`` for ``--duration`` or ``--requests`` (a
+locustfile run given neither: until it is stopped), all of it the window (phase ``rate-R``), no settle, no load kept after it. ``SweepOptions`` (``sweep``): each
 rate a step of ``bench_tasks.open_loop`` (a settle, a window of at least ``window_s`` and
 ``min_requests``, the load kept until the window's requests are answered); with ``rates`` None
 (``--rates auto``) the sweep first finds the saturation rate.
@@ -68,8 +68,9 @@ class RateOptions:
     drain_limit_s: float = DRAIN_LIMIT_S
 
     def __post_init__(self) -> None:
-        if (self.duration_s is None) == (self.requests is None):
-            raise ValueError("a run at one rate lasts --duration S or --requests N (one of them)")
+        if self.duration_s is not None and self.requests is not None:
+            raise ValueError("a run at one rate lasts --duration S or --requests N (one of them; neither: until "
+                             "stopped)")
         if self.max_in_flight < 1:
             raise ValueError("--max-in-flight is at least 1")
 

@@ -5,6 +5,8 @@
     llm-bench run paste [--host URL] [--users N] [--size 4k] [--requests N] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
     llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
+    llm-bench run rate [--host URL] --rate R [--arrivals poisson] (--duration S | --requests N) ... --out DIR
+    llm-bench sweep [--host URL] [--rates 1,2,4,8 | --rates auto] [--slo ttft_p95=1.0] ... --out DIR
     llm-bench report DIR  |  llm-bench report PATH... --out DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
@@ -66,14 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run one workload headless and print a summary")
-    run.add_argument("workload", choices=["chat", "paste", "trace"])
+    run.add_argument("workload", choices=["chat", "paste", "rate", "trace"])
     run.add_argument("file", nargs="?", metavar="FILE", help="run trace: the Mooncake trace (JSON lines) to replay")
     add_options(run, options.RUN, run_workload)
-    run.set_defaults(requests=None)  # run chat --dataset and run trace send the whole file unless told
     add_options(commands.add_parser("quick", help="run the quick suite headless, then write its report"),
                 options.QUICK, run_quick)
     add_options(commands.add_parser("capacity", help="find the largest class of students that meets an SLO"),
                 options.CAPACITY, run_capacity)
+    add_options(commands.add_parser("sweep", help="offer rates one after the other (open loop), up to saturation"),
+                options.SWEEP, run_sweep)
 
     report = commands.add_parser("report", help="write summary.md/.csv, charts and report.html for a run")
     report.add_argument("paths", nargs="+", metavar="PATH",
@@ -126,14 +129,13 @@ def add_options(parser: argparse.ArgumentParser, command: str, handler) -> None:
 
 def run_workload(args, argv: list[str]) -> int:
     only_for_its_workload(args)
-    return {"paste": run_paste, "trace": run_trace}.get(args.workload, run_chat)(args, argv)
+    return {"paste": run_paste, "rate": run_rate, "trace": run_trace}.get(args.workload, run_chat)(args, argv)
 
 
 # Options of one workload of `run` (their defaults as parsed: another workload refuses any other value).
 WORKLOAD_OPTIONS = {"file": ("trace", None), "dataset": ("chat", None), "file_answers": ("chat", False),
                     "prefix_tokens": ("chat", None), "prefixes": ("chat", None), "speed": ("trace", "1"),
                     "block_tokens": ("trace", "512")}
-DEFAULT_REQUESTS = 9
 
 
 def only_for_its_workload(args) -> None:
@@ -159,7 +161,7 @@ PASTE_SIM = {"prefill_mode": "batched", "n_batch": 2048, "prefill_tps": 4000.0}
 def run_paste(args, argv: list[str]) -> int:
     from bench_tasks.paste import paste_phase
 
-    args.requests = args.requests or str(DEFAULT_REQUESTS)
+    args.requests = args.requests or options.CHAT_REQUESTS
     given = options.values(args, options.RUN)
     plan = progress.Plan(((paste_phase(given.size), given.requests),), given.users + 1)
     run = measure(args, argv, "paste.py", given.users + 1, plan, sim_options=PASTE_SIM)
@@ -168,7 +170,7 @@ def run_paste(args, argv: list[str]) -> int:
 
 
 def run_chat(args, argv: list[str]) -> int:
-    requests = DEFAULT_REQUESTS
+    requests = int(options.CHAT_REQUESTS)
     if args.dataset:
         dataset = traffic_file(lambda: Dataset.open(args.dataset))  # checked whole: nothing is sent if it is wrong
         requests = min(int(args.requests), dataset.request_count) if args.requests else dataset.request_count
@@ -252,6 +254,39 @@ def run_capacity(args, argv: list[str]) -> int:
 SEARCH_RUN_TIME_S = 7 * 24 * 3600  # the search ends by itself; Locust's own run-time limit must not cut it
 
 
+def run_rate(args, argv: list[str]) -> int:
+    """An open loop at one rate (locustfiles/rate.py): the schedule, then its table and warnings."""
+    given = options.values(args, options.RUN)
+    if given.rate is None or (given.duration is None) == (given.requests is None):
+        raise UsageError("run rate needs --rate R and one of --duration S or --requests N")
+    return run_open_loop(args, argv, given.slo)
+
+
+def run_sweep(args, argv: list[str]) -> int:
+    """Rates one after the other (locustfiles/rate.py), to saturation with --rates auto; the table per rate,
+    goodput and the highest rate that met the SLO."""
+    return run_open_loop(args, argv, options.values(args, options.SWEEP).slo)
+
+
+def run_open_loop(args, argv: list[str], slo) -> int:
+    from analysis import load, rates
+
+    try:
+        options.values(args, args.command).open_loop()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    started = time.perf_counter()
+    run = measure(args, argv, "rate.py", 1, progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S)
+    print(f"open loop ran in {time.perf_counter() - started:.0f} s")
+    if run.recorded:
+        records, _info = load.load_run(run.out_dir)
+        print(rates.format_steps(rates.steps(records, slo)))
+        for line in rates.conclusion(records, slo):
+            print(line)
+    write_report(run)
+    return exit_status(args, run)
+
+
 @dataclass(frozen=True)
 class Measured:
     out_dir: Path
@@ -267,7 +302,7 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
     engine's settings when it is started for the run (no --host). ``check(count_tokens)``: what must hold
     of the server before anything is sent (a ValueError, TrafficError or TokenizerError: exit 2).
     ``handed``: more of Locust's options."""
-    from analysis import load, overview, records as record_sets, study
+    from analysis import load, overview, rates, records as record_sets, study
 
     out_dir = headless.prepare_out_dir(args.out)
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY", "")
@@ -297,7 +332,7 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
             return Measured(out_dir, 0, False, failure)
         raise UsageError(f"the run wrote no records; see {out_dir / 'locust.log'}") from None
     print(overview.format_overview(overview.overview(records)))
-    for warning in study.warnings(records):
+    for warning in study.warnings(records) + rates.warnings(records):
         print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
     return Measured(out_dir, len(record_sets.failed(record_sets.measured(records))), True, failure)

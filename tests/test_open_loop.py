@@ -5,12 +5,14 @@ saturation finds the server's rate, and the records carry their due times."""
 
 from __future__ import annotations
 
+import itertools
+
 import pandas as pd
 import pytest
 
 from bench_tasks.arrivals import Schedule, parse
 from bench_tasks.errors import NOT_SENT
-from bench_tasks.open_loop import LEAD_S, Flood, OpenLoop, Step, part_name, stamp_due, window_name
+from bench_tasks.open_loop import LEAD_S, SCENARIO, Flood, OpenLoop, Step, part_name, stamp_due, window_name
 from bench_tasks.record import Record
 from bench_tasks.suite import Job
 from bench_tasks.sweep import (LIMIT, PLATEAU, Ladder, OneRate, RateOptions, Sweep, SweepOptions, parse_rates,
@@ -57,6 +59,20 @@ def test_a_full_pool_sends_late_and_drops_what_it_cannot_send():
     assert room.most_users == 2
     # Sending stops at the drain limit: nothing leaves later than 3 s after the last request was due.
     assert (sent["t_send"] <= records["t_due"].max() + 3.0 + 1e-9).all()
+
+
+def test_a_job_given_back_is_offered_again_in_the_order_it_was_due():
+    clock = [0.0]
+    loop = OpenLoop(OneRate(RateOptions(10.0, parse("constant"), requests=3)), lambda: clock[0])
+    clock[0] = 0.35  # the first two known (due at 0.1 and 0.2 after the lead)
+    first, second = loop.take(SCENARIO, "a"), loop.take(SCENARIO, "b")
+    loop.give_back(first)  # its user stopped while waiting for it to fall due
+    assert [loop.take(SCENARIO, "c").release_at, loop.step.outstanding["window"]] == [first.release_at, 2]
+    assert second.release_at > first.release_at
+    flood = Flood(in_flight=2, min_requests=2, window_s=0.0)
+    jobs = [flood.take(0.0), flood.take(0.0)]
+    flood.give_back(jobs[0])
+    assert flood.outstanding == 1 and flood.take(0.0).index == 3  # a prompt's identity is never reused
 
 
 def test_a_steps_requests_are_labelled_by_when_they_were_due():
@@ -182,4 +198,5 @@ def test_rates_parse_and_automatic_ones_round_to_three_digits():
             parse_rates(wrong)
     assert rounded(6.14333) == 6.14 and rounded(0.123456) == 0.123
     with pytest.raises(ValueError, match="--duration S or --requests N"):
-        RateOptions(1.0)
+        RateOptions(1.0, duration_s=10.0, requests=10)
+    assert list(itertools.islice(RateOptions(2.0, parse("constant")).schedule(), 3)) == [0.5, 1.0, 1.5]  # no end

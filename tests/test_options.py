@@ -45,6 +45,10 @@ def test_locust_defines_none_of_our_flags_and_each_is_declared_once():
                   "--max-step-s", "400", "--ignore-eos"]),
     ("run", ["--requests", "4", "--question", "a, b?", "--question", "c", "--stop", "END", "--max-tokens", "32"]),
     ("capacity", ["--slo", "ttft_p95=1", "--paste-share", "0.25", "--paste-size", "1500", "--thinking", "on"]),
+    ("run", ["--rate", "2.5", "--arrivals", "gamma:2", "--duration", "30", "--seed", "7", "--max-in-flight", "16",
+             "--slo", "ttft_p95=0.5"]),
+    ("sweep", ["--rates", "4,1,2", "--window-s", "12", "--settle-s", "0", "--min-requests", "5", "--probe-s", "3"]),
+    ("sweep", ["--slo", "e2e_p99=9", "--arrivals", "constant", "--max-tokens", "64", "--ignore-eos"]),
 ])
 def test_the_argv_handed_to_locust_gives_locust_the_command_s_values(command, argv):
     cli = build_parser().parse_args([command, *(["chat"] if command == "run" else []), *argv, "--out", "x"])
@@ -57,7 +61,9 @@ def test_the_argv_handed_to_locust_gives_locust_the_command_s_values(command, ar
 
 BAD = [("--sizes", "4k,lots"), ("--runs", "0"), ("--slo", "ttft=1"), ("--think-time", "40-10"),
        ("--start-students", "none"), ("--step", "x1"), ("--read-timeout", "nan"), ("--bursts", "4,-1"),
-       ("--only", "chat,tea"), ("--thinking", "yes"), ("--paste-share", "1.5"), ("--paste-size", "4k,8k")]
+       ("--only", "chat,tea"), ("--thinking", "yes"), ("--paste-share", "1.5"), ("--paste-size", "4k,8k"),
+       ("--rate", "0"), ("--arrivals", "gamma:0"), ("--arrivals", "bursty"), ("--rates", "2,2"), ("--seed", "-1"),
+       ("--window-s", "0")]
 
 
 def test_a_bad_value_is_refused_the_same_way_on_every_path(capsys):
@@ -103,3 +109,23 @@ def test_typed_values_are_made_in_one_place():
     assert given.slo.goals[0].limit == 1.0 and given.think_time.max_s == 40.0 and given.search().start is None
     with pytest.raises(ValueError, match="not within 1 to the largest"):
         options.values(too_large).search()
+
+
+def test_the_open_loop_s_plan_is_one_rate_or_a_sweep_and_its_slo_may_be_none():
+    def given(*argv: str):
+        cli = build_parser().parse_args([*argv, "--out", "x"])
+        return options.values(cli, cli.command)
+
+    one = given("run", "rate", "--rate", "3", "--requests", "50", "--arrivals", "constant").open_loop()
+    assert (one.rate_rps, one.requests, one.duration_s, one.arrivals.text) == (3.0, 50, None, "constant")
+    auto = given("sweep")
+    assert auto.slo is None and auto.open_loop().rates is None and auto.open_loop().settle_s == 10.0
+    listed = given("sweep", "--rates", "2,1", "--slo", "ttft_p95=1", "--settle-s", "1").open_loop()
+    assert listed.rates == (1.0, 2.0) and listed.settle_s == 1.0
+    with pytest.raises(ValueError, match="--duration S or --requests N"):
+        given("run", "rate", "--rate", "3", "--requests", "5", "--duration", "9").open_loop()
+    with pytest.raises(ValueError, match="^--rate: "):
+        given("run", "rate", "--duration", "9").open_loop()
+    with pytest.raises(ValueError, match="capacity search judges each class by an SLO"):
+        given("capacity", "--slo", "none").search()
+    assert given("run", "chat").requests is None  # run chat and run paste fill in their own default

@@ -4,7 +4,6 @@
   the trace's (``arrivals.given``: seconds after the first request, divided by ``--speed``), all of them
   its measured window. A job's index is its request's place in the trace, from 1; its record keeps when
   it was due and how late it left (``send_lag_s``), as a rate's does.
-- ``TraceLoop``: the open loop running it (a job its user gives back goes to the next user, first).
 - ``TraceCursor``: the request of a job, read forward once through the trace (a user's job names its
   request by index; the jobs of a process come in order, give or take the users' wake-ups).
 - ``ready``: the checks a replay makes of the server before anything is sent: the vocabulary measured on
@@ -24,8 +23,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from bench_tasks.arrivals import given
-from bench_tasks.open_loop import LEAD_S, POLL_S, WINDOW, OpenLoop, Step
-from bench_tasks.suite import Job
+from bench_tasks.open_loop import LEAD_S, POLL_S, WINDOW, Step
 from bench_tasks.prompt import CountTokens
 from bench_tasks.traffic.trace import Trace, TracePrompts, TraceRequest
 from bench_tasks.traffic.vocabulary import Vocabulary, measure
@@ -75,18 +73,6 @@ class TracePlan:
 
     def next(self, step) -> None:
         return None
-
-
-class TraceLoop(OpenLoop):
-    """The open loop of a trace's one step, whose jobs a stopping user gives back: handed out again, first."""
-
-    def give_back(self, job: Job) -> None:
-        step = self.step
-        if step is None or job.round != step.number:
-            return
-        if step.outstanding[WINDOW] > 0:  # a trace's jobs are all its window's
-            step.outstanding[WINDOW] -= 1
-            step.pending.appendleft(job)
 
 
 class TraceCursor:

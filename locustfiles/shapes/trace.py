@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench_tasks.open_loop import SCENARIO, unsent_fields
+from bench_tasks.open_loop import SCENARIO, OpenLoop, unsent_fields
 from bench_tasks.progress_log import ProgressLog
 from bench_tasks.record import Record
 from bench_tasks.records_file import PROGRESS_JSONL
-from bench_tasks.traffic.replay import PHASE, TraceLoop, TracePlan
+from bench_tasks.traffic.replay import PHASE, TracePlan
 from bench_tasks.traffic.trace import Trace
 from locustfiles.llm_run import LLMRun
 from locustfiles.shapes.phased import PhasedShape
@@ -29,14 +29,14 @@ class TraceShape(PhasedShape):
     abstract = True
     plan: TracePlan | None = None
 
-    def coordinate(self, run: LLMRun, out: Path) -> TraceLoop:
+    def coordinate(self, run: LLMRun, out: Path) -> OpenLoop:
         given = run.options
         if not given.trace:
             raise ValueError("no trace to replay: give --trace FILE (llm-bench run trace FILE hands it)")
         self.plan = TracePlan(Trace.open(given.trace, given.block_tokens), given.speed, given.requests)
         self.progress = ProgressLog(out / PROGRESS_JSONL, [SimpleNamespace(name=PHASE,
                                                                            expected_records=self.plan.requests)])
-        return TraceLoop(self.plan, clock=time.perf_counter, on_enter=self._entered, on_take=self.progress.job,
+        return OpenLoop(self.plan, clock=time.perf_counter, on_enter=self._entered, on_take=self.progress.job,
                          on_unsent=self._unsent, start_delay_s=START_DELAY_S)
 
     def _entered(self, _previous, phase) -> None:
