@@ -35,7 +35,8 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
         t_send = time.perf_counter()
         with user.client.request("POST", path, data=payload, headers=headers, name=record.phase, stream=True,
                                  catch_response=True) as resp:
-            if attempt == 1 and transport.closed_before_response(resp, t_send, time.perf_counter()):
+            if attempt == 1 and transport.closed_before_response(resp, run.watchers.request_socket(t_send), t_send,
+                                                                time.perf_counter()):
                 resp.request_meta["request_type"] = "RECONNECT"  # visible live, not a failure
                 resp.success()
                 continue

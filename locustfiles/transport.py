@@ -419,7 +419,7 @@ STALE_CLOSE_S = 0.1
 STALE_CLOSE_RTTS = 4
 
 
-def closed_before_response(response, t_send: float, now: float) -> bool:
+def closed_before_response(response, sock: StampedSocket | None, t_send: float, now: float) -> bool:
     """The server had closed a kept-alive connection and answered nothing: the request never ran, and is
     sent again.
 
@@ -434,7 +434,6 @@ def closed_before_response(response, t_send: float, now: float) -> bool:
     error = getattr(response, "error", None)
     if response.status_code or not isinstance(error, (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError)):
         return False
-    sock = request_socket(t_send)
     if sock is None or sock.t_first_sent is None or sock.t_first_sent >= t_send:
         return False
     within = max(STALE_CLOSE_S, STALE_CLOSE_RTTS * (tcp_rtt_s(sock) or 0.0))
