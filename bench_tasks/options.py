@@ -228,6 +228,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--prefixes", positive_int, None, "with --prefix-tokens: how many groups, each with its own prefix "
            "(request n in group n mod K; default 1)", (RUN,), web_ui=True),
     Option("--trace", text, None, "a Mooncake trace to replay on its timestamps (llm-bench run trace FILE hands it)"),
+    Option("--trace-summary", text, None, "what llm-bench's check of --trace found (JSON): Locust trusts it and "
+           "does not read the whole file again before the replay (llm-bench run trace hands it)"),
     Option("--speed", positive_float, "1", "run trace: replay this many times faster than recorded (0.5: slower)",
            (RUN,), web_ui=True),
     Option("--block-tokens", positive_int, "512", "run trace: tokens per hash id of the trace (Mooncake's: 512)",

@@ -197,7 +197,7 @@ def run_trace(args, argv: list[str]) -> int:
         replay.ready(trace, count, "check")
 
     run = measure(args, argv, "trace.py", 1, progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S, idle_s=span_s,
-                  check=check, handed=["--trace", args.file_path])
+                  check=check, handed=["--trace", args.file_path, "--trace-summary", replay.summary_text(trace)])
     if run.recorded:
         records, _info = load.load_run(run.out_dir)
         print(traffic.format_replay(rates.steps(records)))

@@ -15,7 +15,8 @@ from bench_tasks.traffic.dataset import Dataset
 from bench_tasks.traffic.feed import DatasetFeed
 from bench_tasks.traffic.items import TrafficError
 from bench_tasks.traffic.prefixes import SharedPrefixes
-from bench_tasks.traffic.replay import PHASE, TraceCursor, TracePlan, ready, shareable_tokens
+from bench_tasks.traffic.replay import (PHASE, TraceCursor, TracePlan, opened, ready, shareable_tokens,
+                                        summary_text)
 from bench_tasks.traffic.trace import Trace
 from bench_tasks.traffic.vocabulary import TokenizerError, measure
 from tests.test_traffic import sim_count
@@ -176,6 +177,15 @@ def test_a_plan_sizes_its_pool_by_the_traces_mean_rate(tmp_path):
     plan = TracePlan(trace_file(tmp_path, ROWS), speed=2.0)
     assert plan.mean_rps == pytest.approx(3 / 3.0)  # 3 gaps over 6 s, twice as fast
     assert TracePlan(trace_file(tmp_path, ROWS[:2])).mean_rps == pytest.approx(2.0)  # all at once: as many
+
+
+def test_a_trace_handed_with_its_summary_is_not_read_again_but_still_checked_as_it_is_replayed(tmp_path):
+    trace = trace_file(tmp_path, ROWS)
+    again = opened(trace.path, trace.block_tokens, summary_text(trace))
+    assert again.summary == trace.summary and list(again.requests()) == list(trace.requests())
+    write_jsonl(tmp_path / "t.jsonl", ROWS[:3])  # changed since its check
+    with pytest.raises(TrafficError, match="it holds 3 requests, not the 4 it held"):
+        list(again.requests())
 
 
 def test_the_cursor_gives_each_jobs_request_read_forward_once(tmp_path):

@@ -4,6 +4,7 @@
   the trace's (``arrivals.given``: seconds after the first request, divided by ``--speed``), all of them
   its measured window. A job's index is its request's place in the trace, from 1; its record keeps when
   it was due and how late it left (``send_lag_s``), as a rate's does.
+- ``opened``: the trace, checked whole, or trusted to the check the command line made (``summary_text``).
 - ``TraceCursor``: the request of a job, read forward once through the trace (a user's job names its
   request by index; the jobs of a process come in order, give or take the users' wake-ups).
 - ``ready``: the checks a replay makes of the server before anything is sent: the vocabulary measured on
@@ -17,6 +18,7 @@ Pure: no Locust, no network but the count given.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from itertools import islice
 from bench_tasks.arrivals import given
 from bench_tasks.open_loop import LEAD_S, POLL_S, WINDOW, Step
 from bench_tasks.prompt import CountTokens
-from bench_tasks.traffic.trace import Trace, TracePrompts, TraceRequest
+from bench_tasks.traffic.trace import Trace, TracePrompts, TraceRequest, TraceSummary
 from bench_tasks.traffic.vocabulary import Vocabulary, measure
 
 PHASE = "trace"
@@ -33,6 +35,22 @@ SAMPLE = 3  # prompts counted on the server before the replay: the first ones, t
 KEEP_AHEAD = 4096  # requests a cursor keeps that it read past (another user's, or another worker's)
 TICK_S = 1.0  # how often Locust asks a shape for its users
 CHANCE_WORDS = 2  # words of an unrelated block that may match by chance (a word in 64: 1 in 4096 for two)
+
+
+def summary_text(trace: Trace) -> str:
+    """What the check of a trace found, as the command line hands it to Locust (``--trace-summary``)."""
+    return json.dumps(trace.summary.__dict__, separators=(",", ":"))
+
+
+def opened(path: str, block_tokens: int, summary: str | None = None) -> Trace:
+    """The trace at ``path``: checked whole in one pass (Trace.open), or, given the summary of the check the
+    command line made, at once (a million lines take seconds to read; every line is checked again as the
+    replay reads it, and a file changed since stops the replay, saying so)."""
+    if not summary:
+        return Trace.open(path, block_tokens)
+    found = json.loads(summary)
+    found["shortest"], found["longest"] = tuple(found["shortest"]), tuple(found["longest"])
+    return Trace(path, block_tokens, TraceSummary(**found))
 
 
 class TraceStep(Step):

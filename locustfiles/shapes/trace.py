@@ -2,7 +2,7 @@
 (bench_tasks.traffic.replay), users added as its requests fall due. A locustfile subclasses it with
 ``users`` = {"rate": TraceUser} (trace.py).
 
-The trace is checked whole (Trace.open) when the run begins; its requests become jobs a lead before they are
+The trace is checked whole (Trace.open) when the run begins, unless llm-bench's check did it (--trace-summary); its requests become jobs a lead before they are
 due, the first one ``START_DELAY_S`` after the run begins (the first users spawn, warm up and measure the
 server's tokenizer meanwhile). A job not sent within the open loop's drain limit is recorded as ``not_sent``.
 """
@@ -17,10 +17,10 @@ from bench_tasks.open_loop import SCENARIO, OpenLoop, unsent_fields
 from bench_tasks.progress_log import ProgressLog
 from bench_tasks.record import Record
 from bench_tasks.records_file import PROGRESS_JSONL
-from bench_tasks.traffic.replay import PHASE, TracePlan
-from bench_tasks.traffic.trace import Trace
+from bench_tasks.traffic.replay import PHASE, TracePlan, opened
 from locustfiles.llm_run import LLMRun
 from locustfiles.shapes.phased import PhasedShape
+from locustfiles.users.traffic import OwnTraffic
 
 START_DELAY_S = 3.0
 
@@ -33,7 +33,9 @@ class TraceShape(PhasedShape):
         given = run.options
         if not given.trace:
             raise ValueError("no trace to replay: give --trace FILE (llm-bench run trace FILE hands it)")
-        self.plan = TracePlan(Trace.open(given.trace, given.block_tokens), given.speed, given.requests)
+        trace = opened(given.trace, given.block_tokens, given.trace_summary)
+        run.state(OwnTraffic).trace = trace  # this process's users replay the same, unread again
+        self.plan = TracePlan(trace, given.speed, given.requests)
         self.progress = ProgressLog(out / PROGRESS_JSONL, [SimpleNamespace(name=PHASE,
                                                                            expected_records=self.plan.requests)])
         return OpenLoop(self.plan, clock=time.perf_counter, on_enter=self._entered, on_take=self.progress.job,

@@ -15,7 +15,7 @@ from bench_tasks.open_loop import SCENARIO, stamp_due
 from bench_tasks.traffic.dataset import Dataset
 from bench_tasks.traffic.feed import DatasetFeed
 from bench_tasks.traffic.prefixes import SharedPrefixes
-from bench_tasks.traffic.replay import TraceCursor, shareable_tokens
+from bench_tasks.traffic.replay import TraceCursor, opened, shareable_tokens
 from bench_tasks.traffic.trace import Trace, TracePrompts
 from bench_tasks.traffic.vocabulary import Vocabulary, measure
 from locustfiles.users.job_user import JobUser
@@ -27,6 +27,7 @@ class OwnTraffic:
         self.vocabulary: Vocabulary | None = None
         self.prefixes: SharedPrefixes | None = None
         self.feed: DatasetFeed | None = None
+        self.trace: Trace | None = None  # the shape's, where it runs in this process
         self.prompts: TracePrompts | None = None
         self.cursor: TraceCursor | None = None
 
@@ -40,7 +41,7 @@ class OwnTraffic:
                 self.feed = DatasetFeed(Dataset.open(given.dataset), given.mark, given.requests,
                                         given.file_answers, self.prefixes)
             if given.trace and self.prompts is None:
-                trace = Trace.open(given.trace, given.block_tokens)
+                trace = self.trace or opened(given.trace, given.block_tokens, given.trace_summary)
                 self.prompts = TracePrompts(self._words(user), given.mark, given.block_tokens)
                 self.cursor = TraceCursor(trace.requests(given.speed))
 
