@@ -203,8 +203,8 @@ OPTIONS: tuple[Option, ...] = (
            (RUN,), locust=False),  # Locust's own -u
     Option("--requests", positive_int, None, "requests in total, then the run ends (run chat: default "
            f"{CHAT_REQUESTS}; run paste, paste.py: documents pasted, default {CHAT_REQUESTS}; run rate, rate.py: the "
-           "schedule's requests, or --duration; run chat --dataset: at most the file's, default all of them; run trace: "
-           "the trace's first N, default all of them)", (RUN,), web_ui=True),
+           "schedule's requests, or --duration; run chat --dataset: at most the file's, default all of them; run "
+           "trace: the trace's first N, default all of them)", (RUN,), web_ui=True),
     Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); each "
            "is opened by the run's mark and a code of its own, so none is read from a cache",
            (RUN,), repeated=True),

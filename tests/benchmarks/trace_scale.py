@@ -17,8 +17,8 @@ What it does:
 3. Prints the times and the process's peak resident memory (``ru_maxrss``; and time's figure).
 
 With ``--cli``, the real command instead: ``llm-bench run trace WORK/trace-N.jsonl --requests SEND --speed X``
-against a simulated engine started here (64 slots, 300 tokens a second each, prompts read at once), timed from the command's start
-to the trace's first request sent (its record's ``t_start``), with the peak resident memory of each process
+against a simulated engine started here (64 slots, 300 tokens a second each, prompts read at once), timed from
+the command's start to the trace's first request sent (its record's ``t_start``), with the peak resident memory of each process
 of the command (the CLI, which checks the whole file before it starts anything, and Locust, which opens the
 trace again to replay it), read from ``/proc/PID/status`` (``VmHWM``) while they run.
 """
