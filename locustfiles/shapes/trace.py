@@ -4,7 +4,8 @@
 
 The trace is checked whole (Trace.open) when the run begins, unless llm-bench's check did it (--trace-summary);
 its requests become jobs a lead before they are due, the first one ``START_DELAY_S`` after the run begins (the
-first users spawn, warm up and measure the server's tokenizer meanwhile). A job not sent within the open loop's drain limit is recorded as ``not_sent``.
+first users spawn, warm up and measure the server's tokenizer meanwhile). A job not sent within the open
+loop's drain limit is recorded as ``not_sent``.
 """
 
 from __future__ import annotations

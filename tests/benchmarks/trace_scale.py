@@ -18,9 +18,10 @@ What it does:
 
 With ``--cli``, the real command instead: ``llm-bench run trace WORK/trace-N.jsonl --requests SEND --speed X``
 against a simulated engine started here (64 slots, 300 tokens a second each, prompts read at once), timed from
-the command's start to the trace's first request sent (its record's ``t_start``), with the peak resident memory of each process
-of the command (the CLI, which checks the whole file before it starts anything, and Locust, which opens the
-trace again to replay it), read from ``/proc/PID/status`` (``VmHWM``) while they run.
+the command's start to the trace's first request sent (its record's ``t_start``), with the peak resident
+memory of each process of the command (the CLI, which checks the whole file before it starts anything, and
+Locust, which replays it on the CLI's summary, reading it as it goes), read from ``/proc/PID/status``
+(``VmHWM``) while they run: until the replay ends, and with the report.
 """
 
 from __future__ import annotations
