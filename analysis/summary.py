@@ -20,7 +20,8 @@ TABLE_TITLES = {**study.TABLE_TITLES,
                 "rates": "Open loop: each offered rate's window",
                 "floods": "Open loop: the floods (N requests in flight)",
                 "rates_result": "Open loop: saturation, and the highest rate that met the SLO",
-                "reuse": "Shared prefixes: what the requests were made to share, and what the engine served cached",
+                "reuse": "Reuse: what the requests were made to share (a trace's hash ids, a shared prefix), beside what the "
+                          "engine served cached",
                 "stalls": "Stalls per phase: the share of decode time lost to them",
                 "engine_clock": "Agreement with the engine's own clock (per request, by phase)",
                 "engine_metrics": "Agreement with the engine's Prometheus counters (per phase)"}
