@@ -177,6 +177,7 @@ def test_a_plan_sizes_its_pool_by_the_traces_mean_rate(tmp_path):
     plan = TracePlan(trace_file(tmp_path, ROWS), speed=2.0)
     assert plan.mean_rps == pytest.approx(3 / 3.0)  # 3 gaps over 6 s, twice as fast
     assert TracePlan(trace_file(tmp_path, ROWS[:2])).mean_rps == pytest.approx(2.0)  # all at once: as many
+    assert TracePlan(trace_file(tmp_path, ROWS), requests=3).mean_rps == pytest.approx(2 / 2.0)  # its first 3: 2 s
 
 
 def test_a_trace_handed_with_its_summary_is_not_read_again_but_still_checked_as_it_is_replayed(tmp_path):

@@ -78,16 +78,25 @@ class TracePlan:
         self.requests = trace.summary.requests if requests is None else min(requests, trace.summary.requests)
 
     @property
+    def span_s(self) -> float:
+        """From the first request replayed to the last, as recorded (the first N of a trace: read up to N)."""
+        summary = self.trace.summary
+        if self.requests == summary.requests:
+            return summary.span_s
+        last = next(islice(self.trace.requests(), self.requests - 1, None))
+        return (last.timestamp_ms - summary.first_timestamp_ms) / 1000
+
+    @property
     def mean_rps(self) -> float:
         """The requests replayed per second, on average (all of them at once: as many as there are)."""
-        span_s = self.trace.summary.span_s / self.speed
+        span_s = self.span_s / self.speed
         return (self.requests - 1) / span_s if span_s > 0 and self.requests > 1 else float(self.requests)
 
     def due_times(self) -> Iterator[float]:
         return given(request.due_s for request in islice(self.trace.requests(self.speed), self.requests))
 
     def first(self) -> TraceStep:
-        return TraceStep(self.due_times(), self.mean_rps, lead_s=self.lead_s)
+        return TraceStep(self.due_times(), self.mean_rps, lead_s=self.lead_s)  # sized by the requests it replays
 
     def next(self, step) -> None:
         return None
