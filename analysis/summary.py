@@ -9,7 +9,7 @@ import time
 
 import pandas as pd
 
-from analysis import agreement, capacity, rates, stalls, study
+from analysis import agreement, capacity, rates, stalls, study, traffic
 from analysis.records import measured, succeeded
 from analysis.spread import LONG_COLUMNS, long_frame
 from bench_tasks.slo import Slo
@@ -20,6 +20,8 @@ TABLE_TITLES = {**study.TABLE_TITLES,
                 "rates": "Open loop: each offered rate's window",
                 "floods": "Open loop: the floods (N requests in flight)",
                 "rates_result": "Open loop: saturation, and the highest rate that met the SLO",
+                "reuse": "Reuse: what the requests were made to share (a trace's hash ids, a shared prefix), beside what the "
+                          "engine served cached",
                 "stalls": "Stalls per phase: the share of decode time lost to them",
                 "engine_clock": "Agreement with the engine's own clock (per request, by phase)",
                 "engine_metrics": "Agreement with the engine's Prometheus counters (per phase)"}
@@ -30,7 +32,7 @@ def summary(records: pd.DataFrame, metrics: pd.DataFrame | None = None, names: d
     """The study's tables, the capacity search's (given the SLO it judged by and the answers each window
     was judged without), then the engine agreement tables where the engine gave timings or counters."""
     frames = [study.study(records), capacity.tables(records, slo, overdue), rates.tables(records, slo),
-              stalls.stall_table(records),
+              traffic.tables(records), stalls.stall_table(records),
               agreement.engine_clock(records).pipe(agreement.engine_clock_table)]
     if metrics is not None and not metrics.empty:
         frames.append(agreement.metrics_agreement(records, metrics, names).pipe(agreement.metrics_table))

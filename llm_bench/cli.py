@@ -1,6 +1,7 @@
 """llm-bench: a thin command line over bench_tasks, Locust and the analysis.
 
-    llm-bench run chat [--host URL] [--users N] [--requests N] [--setup LABEL] --out DIR
+    llm-bench run chat [--host URL] [--users N] [--requests N] [--dataset FILE] [--setup LABEL] --out DIR
+    llm-bench run trace FILE [--host URL] [--speed X] [--block-tokens 512] [--requests N] --out DIR
     llm-bench run paste [--host URL] [--users N] [--size 4k] [--requests N] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
     llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
@@ -27,7 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import locustfiles
-from bench_tasks import options, run_failure, run_mark, server, stall
+from bench_tasks import engine, options, run_failure, run_mark, server, stall, tokens
+from bench_tasks.traffic import replay
+from bench_tasks.traffic.dataset import Dataset
+from bench_tasks.traffic.items import TrafficError
+from bench_tasks.traffic.prefixes import SharedPrefixes
+from bench_tasks.traffic.trace import Trace
+from bench_tasks.traffic.vocabulary import TokenizerError
+from bench_tasks.traffic.vocabulary import measure as measure_vocabulary
 from llm_bench import gathering, headless, progress, selftest
 from llm_bench.headless import RunFailed, UsageError
 
@@ -60,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run one workload headless and print a summary")
-    run.add_argument("workload", choices=["chat", "paste", "rate"])
+    run.add_argument("workload", choices=["chat", "paste", "rate", "trace"])
+    run.add_argument("file", nargs="?", metavar="FILE", help="run trace: the Mooncake trace (JSON lines) to replay")
     add_options(run, options.RUN, run_workload)
     add_options(commands.add_parser("quick", help="run the quick suite headless, then write its report"),
                 options.QUICK, run_quick)
@@ -100,6 +109,9 @@ def at_the_edge(args: argparse.Namespace) -> argparse.Namespace:
     working directory (Locust runs in the output directory) or on how the URL was spelled."""
     if getattr(args, "out", None):
         args.out = str(Path(args.out).resolve())
+    for name in ("dataset", "file"):  # kept as given (the messages name them so), handed to Locust resolved
+        if getattr(args, name, None):
+            setattr(args, f"{name}_path", str(Path(getattr(args, name)).resolve()))
     for name in ("run_dirs", "paths"):
         if getattr(args, name, None):
             setattr(args, name, [str(Path(d).resolve()) for d in getattr(args, name)])
@@ -116,10 +128,28 @@ def add_options(parser: argparse.ArgumentParser, command: str, handler) -> None:
 
 
 def run_workload(args, argv: list[str]) -> int:
-    if args.workload == "rate":
-        return run_rate(args, argv)
-    args.requests = args.requests or options.CHAT_REQUESTS
-    return run_paste(args, argv) if args.workload == "paste" else run_chat(args, argv)
+    only_for_its_workload(args)
+    return {"paste": run_paste, "rate": run_rate, "trace": run_trace}.get(args.workload, run_chat)(args, argv)
+
+
+# Options of one workload of `run` (their defaults as parsed: another workload refuses any other value).
+WORKLOAD_OPTIONS = {"file": ("trace", None), "dataset": ("chat", None), "file_answers": ("chat", False),
+                    "prefix_tokens": ("chat", None), "prefixes": ("chat", None), "speed": ("trace", "1"),
+                    "block_tokens": ("trace", "512")}
+
+
+def only_for_its_workload(args) -> None:
+    for name, (workload, default) in WORKLOAD_OPTIONS.items():
+        if args.workload != workload and getattr(args, name) != default:
+            what = "FILE" if name == "file" else "--" + name.replace("_", "-")
+            raise UsageError(f"{what} is for run {workload}, not run {args.workload}"
+                             + (" (run chat sends a file of prompts with --dataset FILE)" if name == "file" else ""))
+    if args.workload == "trace" and not args.file:
+        raise UsageError("run trace replays a Mooncake trace: llm-bench run trace FILE --out DIR")
+    if args.file_answers and not args.dataset:
+        raise UsageError("--file-answers replays a --dataset of conversations with the file's answers: give --dataset")
+    if args.prefixes and not args.prefix_tokens:
+        raise UsageError("--prefixes K groups requests by a prefix of --prefix-tokens N tokens: give --prefix-tokens")
 
 
 # Without --host, run paste measures the simulated engine reading prompts as llama.cpp does (batches of its
@@ -131,6 +161,7 @@ PASTE_SIM = {"prefill_mode": "batched", "n_batch": 2048, "prefill_tps": 4000.0}
 def run_paste(args, argv: list[str]) -> int:
     from bench_tasks.paste import paste_phase
 
+    args.requests = args.requests or options.CHAT_REQUESTS
     given = options.values(args, options.RUN)
     plan = progress.Plan(((paste_phase(given.size), given.requests),), given.users + 1)
     run = measure(args, argv, "paste.py", given.users + 1, plan, sim_options=PASTE_SIM)
@@ -139,9 +170,56 @@ def run_paste(args, argv: list[str]) -> int:
 
 
 def run_chat(args, argv: list[str]) -> int:
+    requests = int(options.CHAT_REQUESTS)
+    if args.dataset:
+        dataset = traffic_file(lambda: Dataset.open(args.dataset))  # checked whole: nothing is sent if it is wrong
+        requests = min(int(args.requests), dataset.request_count) if args.requests else dataset.request_count
+        args.dataset = args.dataset_path
+    args.requests = str(int(args.requests or requests))
     given = options.values(args, options.RUN)
-    run = measure(args, argv, "chat.py", given.users, progress.chat_plan(given.requests, given.users))
+    check = prefix_check(given.prefix_tokens, given.prefixes) if given.prefix_tokens else None
+    run = measure(args, argv, "chat.py", given.users, progress.chat_plan(given.requests, given.users), check=check)
     return exit_status(args, run)
+
+
+def run_trace(args, argv: list[str]) -> int:
+    from analysis import load, rates, traffic
+
+    given = options.values(args, options.RUN)
+    trace = traffic_file(lambda: Trace.open(args.file, given.block_tokens))  # the whole file, in one pass
+    requests = min(given.requests or trace.summary.requests, trace.summary.requests)
+    args.requests = str(requests)
+    span_s = trace.summary.span_s / given.speed
+    print(f"trace {args.file}: {trace.summary.requests} requests over {span_s:.1f} s at --speed {given.speed:g}"
+          + (f"; replaying the first {requests}" if requests < trace.summary.requests else ""), flush=True)
+
+    def check(count) -> None:
+        replay.ready(trace, count, "check")
+
+    run = measure(args, argv, "trace.py", 1, progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S, idle_s=span_s,
+                  check=check, handed=["--trace", args.file_path, "--trace-summary", replay.summary_text(trace)])
+    if run.recorded:
+        records, _info = load.load_run(run.out_dir)
+        print(traffic.format_replay(rates.steps(records)))
+        print(traffic.format_reuse(traffic.reuse(records)))
+    write_report(run)
+    return exit_status(args, run)
+
+
+def traffic_file(open_it):
+    """A file of traffic opened (checked whole); its problems, by file and line, are a usage error (exit 2)."""
+    try:
+        return open_it()
+    except TrafficError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def prefix_check(prefix_tokens: int, prefixes: int | None):
+    """The check of --prefix-tokens on the server before anything is sent: its tokenizer can count exact
+    prefixes, and N is more than the tokens a prefix opens with."""
+    def check(count) -> None:
+        SharedPrefixes(measure_vocabulary(count), "check", prefix_tokens, prefixes or 1)
+    return check
 
 
 def run_quick(args, argv: list[str]) -> int:
@@ -218,10 +296,12 @@ class Measured:
 
 
 def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.Plan, run_time_s: int = 3600,
-            idle_s: float = 0.0, sim_options: dict | None = None) -> Measured:
+            idle_s: float = 0.0, sim_options: dict | None = None, check=None, handed: list[str] = ()) -> Measured:
     """The measuring commands' common path: the target, its settings, Locust headless, a summary.
     A run that failed still gets its summary, from the records it kept. ``sim_options``: the simulated
-    engine's settings when it is started for the run (no --host)."""
+    engine's settings when it is started for the run (no --host). ``check(count_tokens)``: what must hold
+    of the server before anything is sent (a ValueError, TrafficError or TokenizerError: exit 2).
+    ``handed``: more of Locust's options."""
     from analysis import load, overview, rates, records as record_sets, study
 
     out_dir = headless.prepare_out_dir(args.out)
@@ -231,10 +311,12 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
     mark = given.repeat_mark or run_mark.draw()  # one per invocation, handed to Locust and through it to its workers
     settings = {"workload": getattr(args, "workload", args.command), "options": options.settings(args, args.command),
                 "run_mark": mark}
-    handed = options.locust_argv(args, args.command) + ([] if given.repeat_mark else ["--run-mark", mark])
+    handed = [*options.locust_argv(args, args.command), *handed] + ([] if given.repeat_mark else ["--run-mark", mark])
     failure = None
     with headless.target_server(args.host, out_dir, sim_options) as url:
         models = headless.check_server(url, api_key, args.model)
+        if check is not None:
+            checked(check, url, models, api_key, args, given)
         headless.write_settings(out_dir, url, models, ["llm-bench", *argv], api_key, settings)
         print(f"measuring {url}" + ("" if args.host else " (the built-in simulated engine)"), flush=True)
         print(mark_line(mark, given.repeat_mark is not None), flush=True)
@@ -254,6 +336,17 @@ def measure(args, argv: list[str], locustfile: str, users: int, plan: progress.P
         print(f"warning: {warning}")
     print(f"records: {out_dir / 'requests.csv'}")
     return Measured(out_dir, len(record_sets.failed(record_sets.measured(records))), True, failure)
+
+
+def checked(check, url: str, models: dict, api_key: str, args, given) -> None:
+    """``check`` given the server's token count (the engine profile's, as a run's users count)."""
+    profile = engine.profile(args.engine) if args.engine != "auto" else engine.detect(url, models, api_key=api_key)
+    count = tokens.token_counter(url, profile, args.model or server.first_model(models), api_key,
+                                 timeout_s=given.read_timeout)
+    try:
+        check(count)
+    except (ValueError, TrafficError, TokenizerError, server.ServerError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def mark_line(mark: str, repeated: bool) -> str:

@@ -15,7 +15,8 @@ from importlib import resources
 from pathlib import Path
 
 # What `locust -f` runs.
-RUNNABLE = ("quick_suite", "chat", "paste", "prompt", "agent", "burst", "needle", "classroom", "capacity", "rate")
+RUNNABLE = ("quick_suite", "chat", "paste", "prompt", "agent", "burst", "needle", "classroom", "capacity", "rate",
+            "trace")
 
 
 def path(name: str) -> Path:

@@ -10,7 +10,8 @@ from bench_tasks.tokens import token_counter
 from bench_tasks.traffic.prefixes import SharedPrefixes
 from bench_tasks.traffic.trace import Trace, TracePrompts
 from bench_tasks.traffic.vocabulary import measure
-from tests.traffic_files import write_jsonl
+from tests.conftest import load_records, run_cli
+from tests.traffic_files import sharegpt, write_json_array, write_jsonl
 
 ROWS = [{"timestamp": 0, "input_length": 1300, "output_length": 1, "hash_ids": [0, 1, 2]},
         {"timestamp": 10, "input_length": 1500, "output_length": 1, "hash_ids": [0, 1, 3]},
@@ -85,3 +86,46 @@ def test_trace_prompts_on_a_real_models_tokenizer(smollm2_server, tmp_path):
 
 def test_trace_prompts_on_vllms_tokenizer(vllm_server, tmp_path):
     check_trace_prompts(vllm_server, "vllm", tmp_path, send=True)
+
+
+# A trace SmolLM2 reads in a minute on a loaded machine (its prefill: 20 to 100 tokens a second on one thread):
+# blocks of 64 tokens, requests ten seconds apart so that each finds its prefix in an idle slot's cache.
+SMOL_TRACE = [{"timestamp": 0, "input_length": 200, "output_length": 8, "hash_ids": [0, 1, 2, 3]},
+              {"timestamp": 10000, "input_length": 230, "output_length": 8, "hash_ids": [0, 1, 2, 4]},
+              {"timestamp": 20000, "input_length": 150, "output_length": 8, "hash_ids": [5, 6, 7]},
+              {"timestamp": 30000, "input_length": 250, "output_length": 8, "hash_ids": [0, 1, 2, 8]},
+              {"timestamp": 40000, "input_length": 140, "output_length": 8, "hash_ids": [5, 6, 9]}]
+
+
+def test_a_trace_replayed_on_smollm2_is_cached_as_its_hash_ids_share(smollm2_server, tmp_path):
+    path = write_jsonl(tmp_path / "trace.jsonl", SMOL_TRACE)
+    result = run_cli("run", "trace", str(path), "--block-tokens", "64", "--host", smollm2_server.url,
+                     "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+    print(result.stdout)
+    records = load_records(tmp_path / "out")
+    records = records[records["scenario"] != "warmup"].sort_values("t_due")
+    assert list(records["source"]) == [f"{path}:{line}" for line in range(1, 6)] and records["ok"].all()
+    assert list(records["prompt_tokens"]) == [row["input_length"] for row in SMOL_TRACE]
+    assert list(records["shared_tokens"]) == [0, 192, 0, 192, 128]
+    # What the trace shares, less the chat template's closing tokens after the content (a handful), is what
+    # llama.cpp served from its cache; the others only the template's opening and the opener every prompt shares.
+    for shared, cached in zip(records["shared_tokens"], records["cached_tokens"]):
+        assert (shared - 16 <= cached <= shared) if shared else cached <= 40, (shared, cached)
+    assert not records["flags"].fillna("").str.contains("cache_hit").any()
+    assert records["send_lag_s"].notna().all()
+
+
+def test_a_sharegpt_file_on_smollm2_replays_each_turn_with_its_own_answers(smollm2_server, tmp_path):
+    path = write_json_array(tmp_path / "sharegpt.json", [sharegpt(n, turns=2) for n in range(2)])
+    result = run_cli("run", "chat", "--dataset", str(path), "--users", "2", "--max-tokens", "12",
+                     "--host", smollm2_server.url, "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+    records = load_records(tmp_path / "out")
+    records = records[records["scenario"] != "warmup"]
+    assert len(records) == 4 and records["ok"].all() and sorted(records["turn"]) == [1, 1, 2, 2]
+    second = records[records["turn"] == 2]
+    first = records[records["turn"] == 1].set_index("source").loc[second["source"]]
+    # The second turn resends the first and its answer: llama.cpp serves that from the slot that held it.
+    assert (second["cached_tokens"].to_numpy() >= first["prompt_tokens"].to_numpy() - 8).all()
+    assert not records["flags"].fillna("").str.contains("cache_hit").any()

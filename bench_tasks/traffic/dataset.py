@@ -71,6 +71,11 @@ class ConversationReplay:
         self._waiting = False
         self._over = False
 
+    @property
+    def finished(self) -> bool:
+        """No turn left to send: every one answered, or the conversation ended by a failed one."""
+        return not self._waiting and (self._over or self.turn == len(self.conversation.turns))
+
     def next_messages(self) -> list[dict] | None:
         if self._waiting:
             raise RuntimeError("answered() must give the answer to the turn sent before the next one is asked")

@@ -1,6 +1,7 @@
 """Chat users: one person asking short questions, each answer streamed and measured.
 
-``ChatUser`` runs free (chat.py: ask, read the answer, ask again, until --requests answers came);
+``ChatUser`` runs free (chat.py: ask, read the answer, ask again, until --requests answers came; with --dataset
+the file's requests, bench_tasks.traffic.feed);
 ``ChatQuestionUser`` asks the suite's chat phase's questions, one job at a time (quick_suite.py).
 """
 
@@ -13,9 +14,10 @@ import gevent
 from locust import constant, task
 from locust.exception import StopUser
 
-from bench_tasks import chat
+from bench_tasks import cache_share, chat
 from locustfiles.users.job_user import JobUser
 from locustfiles.users.llm_user import LLMUser
+from locustfiles.users.traffic import OwnTraffic, shareable_with_prefix
 
 
 @dataclass
@@ -27,10 +29,22 @@ class Asked:
 
 
 class ChatUser(LLMUser):
+    """Asks the chat questions (or --question's), or with --dataset the file's requests; each opened by its
+    group's prefix with --prefix-tokens."""
+
     wait_time = constant(0)
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.own = self.llm.state(OwnTraffic)
+        self.own.prepare(self)
+        self.conversation = cache_share.Conversation()
 
     @task
     def ask(self) -> None:
+        if self.own.feed is not None:
+            self.ask_from_file(self.own.feed)
+            return
         asked = self.llm.state(Asked)
         limit, n = self.options.requests, next(asked.started)
         if limit and n >= limit:
@@ -39,12 +53,37 @@ class ChatUser(LLMUser):
         # Each question opened by its own code (the process's n-th: each worker counts its own), so that no
         # answer is read from the cache of an earlier pass, another worker's question or an earlier run.
         opening = self.opening("chat", getattr(self.environment.runner, "worker_index", 0), n)
-        record = self.new_record("chat", "chat", round=run, concurrency=self.environment.runner.user_count)
-        self.stream_chat(record, chat.messages(question, opening), self.options.max_tokens,
+        messages, shared = self.own.prefixed(chat.messages(question, opening), n)
+        record = self.new_record("chat", "chat", round=run, concurrency=self.environment.runner.user_count,
+                                 shared_tokens=shared)
+        shareable_with_prefix(self, record, messages, shared)
+        self.stream_chat(record, messages, self.options.max_tokens,
                          ignore_eos=self.options.ignore_eos, stop=list(self.options.stop) or None)
         if limit and next(asked.finished) == limit:
-            # The last answer is in: end the run (from another greenlet: quitting kills this one).
-            gevent.spawn(self.environment.runner.quit)
+            self.end_run()
+
+    def ask_from_file(self, feed) -> None:
+        ask = feed.next(self)
+        if ask is None:
+            raise StopUser()
+        if ask.turn == 1:
+            self.conversation = cache_share.Conversation()
+        record = self.new_record("chat", "chat", turn=ask.turn, source=ask.source, shared_tokens=ask.shared_tokens,
+                                 concurrency=self.environment.runner.user_count)
+        shareable_with_prefix(self, record, ask.messages, ask.shared_tokens)
+        # The file's answer length, with ignore_eos so that the answer is that long where the engine takes it.
+        file_length = ask.max_tokens is not None
+        recorder = self.stream_chat(record, ask.messages, ask.max_tokens if file_length else self.options.max_tokens,
+                                    ignore_eos=file_length or self.options.ignore_eos,
+                                    stop=list(self.options.stop) or None,
+                                    judge=self.conversation.judge if ask.turn else None)
+        feed.answered(self, recorder.answer_text if record.ok else None)
+        if feed.over:
+            self.end_run()
+
+    def end_run(self) -> None:
+        """The last answer is in: end the run (from another greenlet: quitting kills this one)."""
+        gevent.spawn(self.environment.runner.quit)
 
 
 class ChatQuestionUser(JobUser):

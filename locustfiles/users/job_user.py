@@ -47,7 +47,7 @@ class JobUser(LLMUser):
 
     @task
     def work(self) -> None:
-        job = self._pending or self.llm.link().take(self.scenario, self.user_id)
+        job = self._pending or self._take()
         self._pending = None
         if job is None:
             self._wait_s = IDLE_S
@@ -64,6 +64,16 @@ class JobUser(LLMUser):
             self.unreachable(self.job_record(job, prompt_size=job.size, needle_depth=job.depth), exc)
         finally:
             self.llm.link().done(job, self.user_id)
+
+    def _take(self) -> Job | None:
+        job = self.llm.link().take(self.scenario, self.user_id)
+        if job is not None:
+            self.taken(job)
+        return job
+
+    def taken(self, job: Job) -> None:
+        """A job was just handed to this user, before it waits for its release: what it sends may be made now,
+        off the time it is due."""
 
     def run_job(self, job: Job) -> None:
         raise NotImplementedError

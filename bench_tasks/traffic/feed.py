@@ -1,0 +1,129 @@
+"""A file of prompts or conversations sent by a run's users, one request at a time (``run chat --dataset``).
+
+The users of a process share one ``DatasetFeed``: each asks ``next(user)`` for its next request and gives
+the answer back with ``answered(user, text)``. A prompt file's requests go out in the file's order, each
+once; a ShareGPT conversation is held by the user that took it, turn after turn (the model's own answers
+in its history, or with ``file_answers`` the file's), and a user whose conversation is over takes the
+next one. ``limit`` (``--requests``) caps the requests sent; a conversation cut by it, or ended by a
+failed turn, is not sent further. The run is over (``over``) when nothing is left to send and every
+request sent was answered.
+
+Every request opens with the run's mark and the code of its item (``run_mark.opening``: a conversation's
+turns share their conversation's), as every invented prompt does, so that a file sent twice is served
+afresh the second time; with ``prefixes`` (``--prefix-tokens N --prefixes K``) each item's group prefix
+comes before it, so that the items of a group share exactly those N tokens and nothing more. Pure: no
+Locust, no network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from bench_tasks import run_mark
+from bench_tasks.traffic.dataset import CONVERSATIONS, ConversationReplay, Dataset, PromptRequest
+from bench_tasks.traffic.prefixes import SharedPrefixes
+
+IDENTITY = "dataset"  # the code of item n is run_mark.code(mark, IDENTITY, n)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One request of the file, ready to send."""
+
+    item: int  # the file's item it comes from (from 0): its code and its prefix group
+    source: str  # file:line
+    messages: list[dict]
+    max_tokens: int | None  # the file's answer length (sent with ignore_eos), None: the run's own
+    turn: int | None = None  # a conversation's turn, from 1
+    shared_tokens: int | None = None  # the tokens of its prefix an earlier request sent (None: no prefix)
+
+
+def opened(messages: list[dict], opening: str) -> list[dict]:
+    """``messages`` with ``opening`` before the first one's content (the caller's list left as it was)."""
+    first = dict(messages[0])
+    content = first.get("content")
+    if isinstance(content, list):
+        first["content"] = [{"type": "text", "text": opening + " "}, *content]
+    else:
+        first["content"] = f"{opening} {content or ''}"
+    return [first, *messages[1:]]
+
+
+class DatasetFeed:
+    def __init__(self, dataset: Dataset, mark: str, limit: int | None = None, file_answers: bool = False,
+                 prefixes: SharedPrefixes | None = None) -> None:
+        self.dataset, self.mark, self.limit = dataset, mark, limit
+        self.file_answers, self.prefixes = file_answers, prefixes
+        self._items = enumerate(dataset.items())
+        self._exhausted = False
+        self._held: dict[Hashable, tuple[int, ConversationReplay]] = {}  # user -> (item, its conversation)
+        self.sent = 0
+        self.in_flight = 0
+
+    @property
+    def conversations(self) -> bool:
+        return self.dataset.kind == CONVERSATIONS
+
+    def next(self, user: Hashable) -> Ask | None:
+        """The user's next request; None when it has nothing more to send (the limit, or the file's end)."""
+        if self.limit is not None and self.sent >= self.limit:
+            self._held.pop(user, None)
+            return None
+        ask = self._next_turn(user) if self.conversations else self._next_prompt()
+        if ask is not None:
+            self.sent += 1
+            self.in_flight += 1
+        return ask
+
+    def answered(self, user: Hashable, text: str | None) -> None:
+        """The answer to the user's last request (None: it failed)."""
+        self.in_flight -= 1
+        held = self._held.get(user)
+        if held is not None:
+            held[1].answered(text)
+            if held[1].finished:
+                del self._held[user]
+
+    @property
+    def over(self) -> bool:
+        """Nothing left to send, and every request sent answered."""
+        left = self.limit is None or self.sent < self.limit
+        return self.in_flight == 0 and (not left or (self._exhausted and not self._held))
+
+    def _take(self) -> tuple[int, PromptRequest | object] | None:
+        if self._exhausted:
+            return None
+        taken = next(self._items, None)
+        self._exhausted = taken is None
+        return taken
+
+    def _next_prompt(self) -> Ask | None:
+        taken = self._take()
+        if taken is None:
+            return None
+        item, prompt = taken
+        return self._ask(item, prompt.source, prompt.messages, prompt.max_tokens, None)
+
+    def _next_turn(self, user: Hashable) -> Ask | None:
+        while True:
+            held = self._held.get(user)
+            if held is None:
+                taken = self._take()
+                if taken is None:
+                    return None
+                held = self._held[user] = (taken[0], taken[1].replay(self.file_answers))
+            item, replay = held
+            messages = replay.next_messages()
+            if messages is not None:
+                return self._ask(item, replay.conversation.source, messages, None, replay.turn)
+            del self._held[user]
+
+    def _ask(self, item: int, source: str, messages: list[dict], max_tokens: int | None, turn: int | None) -> Ask:
+        messages = opened(messages, run_mark.opening(self.mark, IDENTITY, item))
+        shared = None
+        if self.prefixes is not None:
+            messages = self.prefixes.messages(messages, item)
+            # A conversation's later turns resend its own prefix; the first turn shares its group's.
+            shared = self.prefixes.prefix_tokens if turn and turn > 1 else self.prefixes.shared_tokens(item)
+        return Ask(item, source, messages, max_tokens, turn, shared)
