@@ -110,7 +110,8 @@ def test_llamacpp_decode_agrees_with_its_own_timings(llamacpp_server, tmp_path):
 # none to nine tenths of the drafted tokens accepted. The list is asked under a mark fixed here (--repeat-mark), whose
 # three copies end by themselves (measured: 47, 39 and 46 tokens, 42/48, 28/64, 41/48 drafts accepted):
 # fixed texts, as the question is.
-LIST_PROMPT = "Repeat this list three times, one list a line: one, two, three, four, five, six, seven, eight, nine, ten."
+LIST_PROMPT = ("Repeat this list three times, one list a line: one, two, three, four, five, six, seven, eight, "
+               "nine, ten.")
 LIST_MARK = "0c0ffee0"
 COPY_PROMPT = ("Copy this text exactly, word for word:\n\nPhotosynthesis is the process by which green plants use "
                "sunlight, water and carbon dioxide to make glucose and oxygen. It takes place mainly in the leaves, "
@@ -268,21 +269,26 @@ def messages_sent(mark: str, question: str, requests: int) -> list[list[dict]]:
     return [chat.messages(question, run_mark.opening(mark, "chat", 0, n)) for n in range(requests)]
 
 
+# The random model loops: measured here, 26 of 30 marked answers (5 marks) had a piece that first appears past their
+# middle, the other 4 looped from before it. Under this mark all six do: fixed texts, as the question is.
+STOP_MARK = "5eed1157"
+
+
 @ALONE
 @pytest.mark.timeout(900)
 def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngram_server, tmp_path):
-    # The run's mark fixed beforehand (--repeat-mark), so that the stop strings come from the answers to exactly
-    # the messages the run sends: each answer ends at its own, or earlier at another's.
-    mark, question = run_mark.draw(), chat.QUESTIONS[1]
-    stops = []
-    for messages in messages_sent(mark, question, 6):
+    # The run's mark fixed (--repeat-mark), so that the stop strings come from the answers to exactly the messages
+    # the run sends: each answer ends at its own, or earlier at another's.
+    question, stops = chat.QUESTIONS[1], []
+    for messages in messages_sent(STOP_MARK, question, 6):
         answer = server.post_json(vllm_ngram_server.url, "/v1/chat/completions", {
             "model": vllm_ngram_server.model, "messages": messages, "max_tokens": 256, "temperature": 0})
         stops.append(novel_stop_string(answer["choices"][0]["message"]["content"]))
     out = tmp_path / "run"
-    result = run_cli("run", "chat", "--host", vllm_ngram_server.url, "--repeat-mark", mark, "--question", question,
-                     *[arg for stop in dict.fromkeys(stops) for arg in ("--stop", stop)], "--max-tokens", "256",
-                     "--requests", "6", "--out", str(out), timeout=600, cpus=vllm_ngram_server.client_cpus)
+    result = run_cli("run", "chat", "--host", vllm_ngram_server.url, "--repeat-mark", STOP_MARK,
+                     "--question", question, *[arg for stop in dict.fromkeys(stops) for arg in ("--stop", stop)],
+                     "--max-tokens", "256", "--requests", "6", "--out", str(out), timeout=600,
+                     cpus=vllm_ngram_server.client_cpus)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out)
     chat_records = records[records["scenario"] == "chat"]
