@@ -13,11 +13,12 @@ import pytest
 from analysis.records import has_flag
 from tests.conftest import ROOT, load_records, read_truth, run_cli, split_cores
 
-pytestmark = pytest.mark.alone  # its figures are held to a truth: the machine to itself (tests/machine.py)
+ALONE = pytest.mark.alone  # its figures are held to a truth: the machine to itself (tests/machine.py)
 
 NO_KERNEL_STAMPS = {**os.environ, "LLM_BENCH_KERNEL_STAMPS": "0"}  # what macOS and Windows have
 
 
+@ALONE
 @pytest.mark.parametrize("users", [1, 12])
 @pytest.mark.parametrize("tokens_per_event,draft_tokens", [(1, 0), (4, 0), (1, 4)],
                          ids=["one-token-events", "vllm-style-4-per-event", "llamacpp-style-drafts"])
@@ -57,6 +58,7 @@ def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_even
     assert (joined["ttft_s"] >= joined["ttfb_s"]).all()
 
 
+@ALONE
 def test_without_kernel_stamps_reads_are_dated_as_they_return_and_match_the_truth_at_light_load(start_sim, tmp_path):
     """The fallback of laptops without kernel receive stamps, on Linux with the stamps switched off."""
     # 20 tok/s: the client waits 50 ms for each token, longer than the guard's 40 ms, and is not late.
@@ -82,6 +84,7 @@ def test_without_kernel_stamps_reads_are_dated_as_they_return_and_match_the_trut
     assert not has_flag(measured, "client_saturated").any()  # a client keeping up
 
 
+@ALONE
 def test_without_kernel_stamps_a_busy_client_is_flagged_by_its_event_loop_lag(start_sim, tmp_path):
     sim = start_sim(slots=4, decode_tps=60.0, answer_tokens_min=60, answer_tokens_max=60)
     out = tmp_path / "run"
@@ -97,6 +100,7 @@ def test_without_kernel_stamps_a_busy_client_is_flagged_by_its_event_loop_lag(st
     assert has_flag(measured, "client_saturated").all(), measured[["flags", "e2e_s"]]
 
 
+# No figure held to the truth: the machine shared.
 def test_run_chat_without_host_uses_the_simulated_engine(tmp_path):
     out = tmp_path / "d"
     result = run_cli("run", "chat", "--requests", "3", "--out", str(out))

@@ -18,7 +18,7 @@ from bench_tasks import agent, apis, engine
 from tests.api_stream import measure, pinned
 from tests.conftest import load_records, read_truth, run_cli, split_cores
 
-pytestmark = pytest.mark.alone  # held to a truth: the machine to itself (tests/machine.py)
+ALONE = pytest.mark.alone  # held to a truth: the machine to itself (tests/machine.py)
 
 SIM = engine.profile("sim")
 
@@ -28,6 +28,7 @@ def truth_of(sim, records) -> list[dict]:
     return [rows.loc[record.request_id].to_dict() for record in records]
 
 
+@ALONE
 @pytest.mark.parametrize("api", apis.APIS)
 @pytest.mark.parametrize("tokens_per_event,draft_tokens", [(1, 0), (4, 0), (1, 4)],
                          ids=["one-token-events", "vllm-style-4-per-event", "llamacpp-style-drafts"])
@@ -73,6 +74,7 @@ def test_each_api_matches_the_engine_truth(start_sim, api, tokens_per_event, dra
     # tells its back-to-back drafts from a lumped delivery, and they may be flagged.
 
 
+@ALONE
 @pytest.mark.parametrize("api", apis.APIS)
 def test_an_agent_session_through_each_api_is_the_same_conversation(start_sim, api):
     """Six turns, four tools, the growing conversation resent: the same prompts, calls and answers on every API,
@@ -107,6 +109,7 @@ FAULTS = {"error_event": "stream_error", "no_done": "no_done", "malformed": "mal
           "http500": "http_500", "non_sse": "not_sse"}
 
 
+# No figure held to the truth: the machine shared.
 @pytest.mark.parametrize("api", [apis.RESPONSES, apis.MESSAGES])
 def test_faults_through_each_decoder(start_sim, api):
     sim = start_sim(decode_tps=200.0, answer_tokens_min=20, answer_tokens_max=30)

@@ -14,7 +14,7 @@ import pytest
 from analysis.agreement import engine_clock, metrics_agreement
 from analysis.load import load_metric_names, load_metrics
 from analysis.records import has_flag
-from bench_tasks import chat, server
+from bench_tasks import chat, run_mark, server
 from tests.conftest import load_records, run_cli
 
 # The agreement tests hold our figures to the engine's own clock: the machine to themselves
@@ -103,10 +103,16 @@ def test_llamacpp_decode_agrees_with_its_own_timings(llamacpp_server, tmp_path):
     print("llama.cpp decode agreement, % per request:", agreement["decode_diff_pct"].round(3).tolist())
 
 
-# Prompts a 135M model answers at length and that n-gram speculation can draft from (measured here:
-# about a third of the drafted tokens accepted for the list, half for the copy).
-LIST_PROMPT = ("Write the words one, two, three, four, five, six, seven, eight, nine, ten. Then write them "
-               "again. Then write them a third time.")
+# Prompts a 135M model answers at length and that n-gram speculation can draft from. The run's mark opens each
+# (bench_tasks.run_mark), and SmolLM2 reads it as part of the task: asked to write the words one to ten three
+# times, it wrote the mark's hex digits, to the length limit, for 10 of 18 marked copies (8 marks measured here).
+# Asked to repeat a list given, the marked copies ended by themselves 21 of 24 times, in 39 to 60 tokens, with
+# none to nine tenths of the drafted tokens accepted. The list is asked under a mark fixed here (--repeat-mark), whose
+# three copies end by themselves (measured: 47, 39 and 46 tokens, 42/48, 28/64, 41/48 drafts accepted):
+# fixed texts, as the question is.
+LIST_PROMPT = ("Repeat this list three times, one list a line: one, two, three, four, five, six, seven, eight, "
+               "nine, ten.")
+LIST_MARK = "0c0ffee0"
 COPY_PROMPT = ("Copy this text exactly, word for word:\n\nPhotosynthesis is the process by which green plants use "
                "sunlight, water and carbon dioxide to make glucose and oxygen. It takes place mainly in the leaves, "
                "inside small structures called chloroplasts.")
@@ -141,10 +147,8 @@ def test_smollm2_decode_agrees_with_llamacpp_on_answers_that_end_by_themselves(s
 @ALONE
 def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delivery(smollm2_ngram_server, tmp_path):
     out = tmp_path / "list"
-    # One pass over three copies, each asked as written (a later pass's "(run 2)" opener makes another answer,
-    # which may run to the length limit).
-    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, *["--question", LIST_PROMPT] * 3,
-                     "--requests", "3", "--out", str(out), timeout=300)
+    result = run_cli("run", "chat", "--host", smollm2_ngram_server.url, "--repeat-mark", LIST_MARK,
+                     "--question", LIST_PROMPT, "--requests", "3", "--out", str(out), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out).query("scenario == 'chat'")
     assert (records["finish_reason"] == "stop").all() and (records["engine_draft_accepted_n"] > 0).all()
@@ -259,17 +263,34 @@ def novel_stop_string(text: str, length: int = 6) -> str:
     raise AssertionError(f"no piece of the answer appears first past its middle: {text!r}")
 
 
+def messages_sent(mark: str, question: str, requests: int) -> list[list[dict]]:
+    """What ``run chat --repeat-mark MARK --question QUESTION --requests N`` sends, request by request: the
+    question opened by the mark and the request's own code (one process, worker 0: locustfiles/chat.py)."""
+    return [chat.messages(question, run_mark.opening(mark, "chat", 0, n)) for n in range(requests)]
+
+
+# The random model loops: measured here, 26 of 30 marked answers (5 marks) had a piece that first appears past their
+# middle, the other 4 looped from before it. Under this mark each of the first six does: fixed texts, as the
+# question is. Four answers, as vLLM takes at most four stop strings (OpenAI's limit: more, and it refuses every
+# request with a 400).
+STOP_MARK = "5eed1157"
+STOP_ANSWERS = 4
+
+
 @ALONE
 @pytest.mark.timeout(900)
 def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngram_server, tmp_path):
-    question = chat.QUESTIONS[1]
-    answer = server.post_json(vllm_ngram_server.url, "/v1/chat/completions", {
-        "model": vllm_ngram_server.model, "messages": chat.messages(question), "max_tokens": 256, "temperature": 0})
-    stop = novel_stop_string(answer["choices"][0]["message"]["content"])
+    # The run's mark fixed (--repeat-mark), so that the stop strings come from the answers to exactly the messages
+    # the run sends: each answer ends at its own, or earlier at another's.
+    question, stops = chat.QUESTIONS[1], []
+    for messages in messages_sent(STOP_MARK, question, STOP_ANSWERS):
+        answer = server.post_json(vllm_ngram_server.url, "/v1/chat/completions", {
+            "model": vllm_ngram_server.model, "messages": messages, "max_tokens": 256, "temperature": 0})
+        stops.append(novel_stop_string(answer["choices"][0]["message"]["content"]))
     out = tmp_path / "run"
-    # One pass over six copies, each asked as written: the answer the stop string was taken from.
-    result = run_cli("run", "chat", "--host", vllm_ngram_server.url, *["--question", question] * 6, "--stop", stop,
-                     "--max-tokens", "256", "--requests", "6", "--out", str(out), timeout=600,
+    result = run_cli("run", "chat", "--host", vllm_ngram_server.url, "--repeat-mark", STOP_MARK,
+                     "--question", question, *[arg for stop in dict.fromkeys(stops) for arg in ("--stop", stop)],
+                     "--max-tokens", "256", "--requests", str(STOP_ANSWERS), "--out", str(out), timeout=600,
                      cpus=vllm_ngram_server.client_cpus)
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out)
@@ -279,12 +300,12 @@ def test_vllm_ngram_speculation_agrees_on_answers_cut_by_a_stop_string(vllm_ngra
     metrics, problems = load_metrics(out)
     assert not problems and set(metrics["phase"]) == {"chat"}
     row = metrics_agreement(records, metrics, load_metric_names(out)).set_index("phase").loc["chat"]
-    print(f"vLLM n-gram, stop {stop!r}: decode {row['client_decode_tps']:.1f} tok/s (client) vs "
+    print(f"vLLM n-gram, stops {stops}: decode {row['client_decode_tps']:.1f} tok/s (client) vs "
           f"{row['engine_decode_tps']:.1f} (engine), {row['decode_diff_pct']:+.2f}%; acceptance "
           f"{row['engine_spec_acceptance_share']:.0%} of {row['engine_spec_draft_tokens']:.0f} drafted")
     assert row["engine_requests"] == row["client_requests"] and row["engine_spec_draft_tokens"] > 0
-    # Pooled over 2-5 s of decoding (six answers of ~200 tokens, 97% of drafts accepted): 0.5% is 10-25
-    # ms, 2-4 ms a request, so a few ms of delay in vLLM's API server before it streams a chunk show here.
+    # Pooled over 1.5-3.5 s of decoding (four answers of ~200 tokens, 90-97% of drafts accepted): 0.5% is 7-17 ms,
+    # 2-4 ms a request, so a few ms of delay in vLLM's API server before it streams a chunk show here.
     # With all of vLLM on one core and the client on the other (fixtures.vllm_cores; before, its engine
     # core spun on the second core and held the API server back: CI +10.6%, here up to +32%), measured
     # with other work on the machine: 31 runs within 0.28%, median |diff| 0.04%. Counting events as

@@ -1,7 +1,9 @@
 """The simulated engine on its own, through raw HTTP (stdlib client only: no llm-bench code).
 
 It is the suite's ground truth, so its shapes are checked here byte-wise: stream layout, usage,
-tool calls, faults, the truth log. No assertion is about speed.
+tool calls, faults, the truth log. No assertion is about speed; those marked ``alone`` hold the engine's
+writes to its configured timings to the millisecond, which another process's load would break: they
+have the machine to themselves (tests/machine.py). The others share it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from simengine.scheduler import Scheduler
 from simengine.tokenizer import render_chat, tokenize
 from simengine.truth_log import TruthLog
 
+pytestmark = pytest.mark.timeout(60)
 # Held to its configured timings, to the millisecond: the machine to itself (tests/machine.py).
-pytestmark = [pytest.mark.timeout(60), pytest.mark.alone]
+ALONE = pytest.mark.alone
 
 FAST = dict(decode_tps=2000.0, answer_tokens_min=8, answer_tokens_max=20)
 TOOLS = [{"type": "function", "function": {
@@ -163,6 +166,7 @@ def test_stream_starts_with_role_chunk_and_ends_with_usage_then_done(sim):
     assert timings["predicted_ms"] == pytest.approx((row["t_last_token"] - row["t_first_token"]) * 1000)
 
 
+@ALONE
 def test_an_answer_that_ends_by_itself_spends_a_token_on_its_end(own_sim):
     """The end-of-sequence token takes a token's time after the last text, as on llama.cpp and vLLM,
     and the finish chunk goes out when it is generated; the truth's decode rate counts it."""
@@ -195,6 +199,7 @@ def test_a_stop_string_ends_the_answer_unsent_and_text_that_may_begin_one_waits(
     assert not [c for c in sent if any(c.endswith(p) for p in prefixes)]
 
 
+@ALONE
 def test_llama_cpp_style_drafts_send_accepted_tokens_back_to_back(own_sim):
     handle = own_sim(decode_tps=100.0, draft_tokens=4, draft_acceptance=0.8, answer_tokens_min=60,
                      answer_tokens_max=60)
@@ -535,6 +540,7 @@ def paste_while_chatting(url: str, paste_words: int) -> tuple[dict, dict]:
     return chat_seen, paste_seen
 
 
+@ALONE
 def test_batched_prefill_pauses_a_decoding_stream_once_per_chunk(own_sim):
     """llama.cpp's loop: a chunk of n_batch tokens (one of them the decoding stream's) read with the
     decode clock frozen, then one decode step, then the next chunk. The stream sees one long gap per
@@ -573,6 +579,7 @@ def test_batched_prefill_pauses_a_decoding_stream_once_per_chunk(own_sim):
     assert paste_row["pauses"] == [] and paste_row["ttft_s"] >= prefill_s
 
 
+@ALONE
 def test_concurrent_prefill_never_pauses_decoding(own_sim):
     handle = own_sim(**{**PASTE, "prefill_mode": "concurrent"})
     chat_seen, paste_seen = paste_while_chatting(handle.url, 1180)
