@@ -43,7 +43,7 @@ from bench_tasks.suite import RELEASE_LEAD_S, Job, Phase
 
 SCENARIO = "rate"
 LEAD_S = RELEASE_LEAD_S  # a job is known this long before it is due: time for an idle user to ask and hear
-POLL_S = 0.05  # how often an idle user asks for a job (locustfiles/job_user.py's IDLE_S)
+POLL_S = 0.05  # how often an idle user asks for a job (locustfiles/users/job_user.py's IDLE_S)
 LATE_S = 0.005  # a request sent later than this after it was due went late
 DRAIN_LIMIT_S = 30.0  # a window job not sent this long after the window's end never will be
 MAX_IN_FLIGHT = 256

@@ -1,7 +1,7 @@
 """Every option of llm-bench, declared once: its flag, how its text is read, its default, its help, where it shows.
 
 From ``OPTIONS`` come the command line's options (``llm-bench run chat``, ``quick``, ``capacity``),
-Locust's (locustfiles/options.py: ``locust -f ...`` and the web UI's start form), the argv a command
+Locust's (locustfiles/llm_run.py: ``locust -f ...`` and the web UI's start form), the argv a command
 hands to Locust and the ``options`` of ``settings.json``. Every path reads an option's text with the
 option's own parser (text -> value, or ValueError in one line): argparse's ``type=`` on both parsers,
 and ``values`` when a run starts, since the web UI's start form writes text no parser has read.

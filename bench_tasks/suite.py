@@ -182,14 +182,24 @@ class Coordinator:
         return ", ".join(parts)
 
     def forget(self, user: str) -> list[Job]:
-        """A user is gone (its worker died): it no longer counts at a barrier, and a job handed to
-        it but not yet picked up is lost. Returns the lost jobs (already closed)."""
+        """A user is gone (it stopped, or its worker died): it no longer counts at a barrier, and a job
+        released to it but not yet picked up is lost. Returns the lost jobs (already closed)."""
         self._waiting.pop(user, None)
         job = self._assigned.pop(user, None)
         if job is None:
             return []
         self.done(job)
         return [job]
+
+    def give_back(self, job: Job) -> None:
+        """A job handed out that its user will not run (it stopped first): handed out again. A barrier's
+        job was released with its round, which cannot be sent again: closed, its record missing."""
+        if self.phase is None or job.phase != self.phase.name:
+            return
+        if job.release_at is not None:
+            self.done(job)
+        else:
+            self._queue.appendleft(job)
 
     def done(self, job: Job) -> None:
         if self.phase is None or job.phase != self.phase.name:

@@ -1,8 +1,11 @@
 """Locust user classes, shapes and the glue around them.
 
-The runnable locustfiles are files of this package, found through ``importlib.resources`` so an
-installed copy gives its own paths (``llm-bench locustfile NAME``; ``locust -f`` needs a file).
-Importing this package imports nothing of Locust: the command line uses it for the paths only.
+The runnable locustfiles (``RUNNABLE``) are files at this package's top, found through
+``importlib.resources`` so an installed copy gives its own paths (``llm-bench locustfile NAME``;
+``locust -f`` needs a file). Each is a thin entry point: it imports its users (``users/``) and its shape
+(``shapes/``) and makes the one call that sets a run up (``llm_run.install``); the other modules are the
+glue, and importing them changes nothing (docs/locust.md#the-glue-one-run-one-object). Importing this
+package imports nothing of Locust: the command line uses it for the paths only.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import ast
 from importlib import resources
 from pathlib import Path
 
-# What `locust -f` runs; the other modules are the glue these import.
+# What `locust -f` runs.
 RUNNABLE = ("quick_suite", "chat", "paste", "prompt", "agent", "burst", "needle", "classroom", "capacity")
 
 

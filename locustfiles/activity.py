@@ -14,81 +14,63 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import gevent
-from locust import events
-from locust.runners import WorkerRunner
 
 from bench_tasks.records_file import PROGRESS_JSONL, JsonlWriter
 
 REPORT_KEY = "llm_quiet_s"
 ALIVE_S = 5.0
 
-_last = time.perf_counter()
-_alive: gevent.Greenlet | None = None
 
+class Activity:
+    """A run's last move (``last``, on perf_counter); the run's ``environment.llm.activity``."""
 
-def note() -> None:
-    global _last
-    _last = time.perf_counter()
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self._alive: gevent.Greenlet | None = None
 
+    def note(self) -> None:
+        self.last = time.perf_counter()
 
-def quiet_s() -> float:
-    """Seconds since the run last moved."""
-    return time.perf_counter() - _last
+    def quiet_s(self) -> float:
+        """Seconds since the run last moved."""
+        return time.perf_counter() - self.last
 
+    def watched(self, chunks: Iterable) -> Iterator:
+        """A stream's chunks as they come, each one noted (the chunks carry their own arrival stamps:
+        noting after them touches no measurement)."""
+        for chunk in chunks:
+            self.last = time.perf_counter()
+            yield chunk
 
-def watched(chunks: Iterable) -> Iterator:
-    """A stream's chunks as they come, each one noted (the chunks carry their own arrival stamps:
-    noting after them touches no measurement)."""
-    global _last
-    for chunk in chunks:
-        _last = time.perf_counter()
-        yield chunk
+    def noted(self, call: Callable) -> Callable:
+        """``call`` (a side request, e.g. counting tokens), noting when it has answered."""
+        def noting(*args, **kwargs):
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.note()
+        return noting
 
+    def heard(self, quiet_s) -> None:
+        """A worker's report: it last moved ``quiet_s`` ago."""
+        if isinstance(quiet_s, (int, float)):
+            self.last = max(self.last, time.perf_counter() - quiet_s)
 
-def noted(call: Callable) -> Callable:
-    """``call`` (a side request, e.g. counting tokens), noting when it has answered."""
-    def noting(*args, **kwargs):
-        try:
-            return call(*args, **kwargs)
-        finally:
-            note()
-    return noting
+    def start_alive(self, out: Path) -> None:
+        """Where the records come together: an ``alive`` line in progress.jsonl while the run moves."""
+        if self._alive is None or self._alive.dead:
+            self._alive = gevent.spawn(self._write_alive, out / PROGRESS_JSONL)
 
+    def stop_alive(self) -> None:
+        if self._alive is not None:
+            self._alive.kill(block=False)
 
-def _write_alive(path: Path) -> None:
-    written = _last
-    while True:
-        gevent.sleep(ALIVE_S)
-        if _last > written:
-            written = _last
-            writer = JsonlWriter(path)
-            writer.write({"event": "alive", "t": time.perf_counter()})
-            writer.close()
-
-
-@events.test_start.add_listener
-def _run_starts(environment, **_kwargs) -> None:
-    global _alive
-    note()
-    if isinstance(environment.runner, WorkerRunner) or (_alive is not None and not _alive.dead):
-        return
-    _alive = gevent.spawn(_write_alive, Path(environment.parsed_options.out) / PROGRESS_JSONL)
-
-
-@events.test_stop.add_listener
-def _run_stops(environment, **_kwargs) -> None:
-    if _alive is not None:
-        _alive.kill(block=False)
-
-
-@events.report_to_master.add_listener
-def _report(client_id, data, **_kwargs) -> None:
-    data[REPORT_KEY] = quiet_s()
-
-
-@events.worker_report.add_listener
-def _receive(client_id, data, **_kwargs) -> None:
-    global _last
-    quiet = data.get(REPORT_KEY)
-    if isinstance(quiet, (int, float)):
-        _last = max(_last, time.perf_counter() - quiet)
+    def _write_alive(self, path: Path) -> None:
+        written = self.last
+        while True:
+            gevent.sleep(ALIVE_S)
+            if self.last > written:
+                written = self.last
+                writer = JsonlWriter(path)
+                writer.write({"event": "alive", "t": time.perf_counter()})
+                writer.close()

@@ -1,5 +1,5 @@
 """The engine's Prometheus counters, read into ``metrics.jsonl`` before and after each phase (the suite's
-shape, between phases) or around a whole run (``around_each_run``: a free run such as chat.py's).
+shape, between phases) or around a whole run (``AroundEachRun``: a free run such as chat.py's).
 
 Read where the records come together (the local runner or the master). Metrics are a bonus: a reading
 that fails is logged, and the run goes on.
@@ -11,18 +11,16 @@ import logging
 import time
 from pathlib import Path
 
-from locust import events
-from locust.runners import WorkerRunner
-
 from bench_tasks import metrics
 from bench_tasks.records_file import METRICS_JSONL, JsonlWriter
-from locustfiles.target import target
+from locustfiles.llm_run import LLMRun, RunListener
 
 
-def read(environment, phase: str, when: str) -> None:
+def read(run: LLMRun, phase: str, when: str) -> None:
     """One reading of the engine's counters into metrics.jsonl ("before" or "after" ``phase``)."""
+    environment = run.environment
     try:
-        server = target(environment)
+        server = run.target()
         values = metrics.scrape(environment.host, server.profile, server.api_key)
         if values is None:
             return
@@ -35,15 +33,16 @@ def read(environment, phase: str, when: str) -> None:
         logging.warning("llm-bench: could not read the engine's metrics: %s", exc)
 
 
-def around_each_run(phase: str) -> None:
+class AroundEachRun(RunListener):
     """Read the counters when each run starts and when it stops, as the readings of ``phase``."""
-    def before(environment, **_kwargs) -> None:
-        if not isinstance(environment.runner, WorkerRunner):
-            read(environment, phase, "before")
 
-    def after(environment, **_kwargs) -> None:
-        if not isinstance(environment.runner, WorkerRunner):
-            read(environment, phase, "after")
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
 
-    events.test_start.add_listener(before)
-    events.test_stop.add_listener(after)
+    def run_starts(self, run: LLMRun) -> None:
+        if not run.is_worker:
+            read(run, self.phase, "before")
+
+    def run_stops(self, run: LLMRun) -> None:
+        if not run.is_worker:
+            read(run, self.phase, "after")

@@ -14,7 +14,8 @@ of whose reads may have been dated more than ``TRUST_LIMIT_S`` late by the loop'
 alone misses a burst of reads served one after the other in one turn of the loop: transport.LoopTurns).
 The process's CPU share is kept too, for the summary (client-HOST-PID.json): it says how busy the
 client was, not how wrong.
-Every process that sends requests watches itself while a run goes (the master sends none).
+Every process that sends requests watches itself while a run goes (the master sends none): the run's
+``environment.llm.guard``, started and stopped with each run (llm_run.py).
 """
 
 from __future__ import annotations
@@ -26,11 +27,8 @@ from collections import deque
 from pathlib import Path
 
 import gevent
-from locust import events
-from locust.runners import MasterRunner
 
 from bench_tasks.statistics import median
-from locustfiles.sink import sink
 
 TRUST_LIMIT_S = 0.040  # a first-token stamp this coarse, or a loop this late: selftest's TTFT error limit
 CPU_WINDOW_S = 0.5  # CPU share over a longer window than one sample: a short spike is not a trend
@@ -50,12 +48,15 @@ class Guard:
             self._started = (time.perf_counter(), _cpu_s())
             self._greenlet = gevent.spawn(self._watch)
 
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
-            t0, cpu0 = self._started
-            self.run_wall_s, self.run_cpu_s = time.perf_counter() - t0, _cpu_s() - cpu0
+    def stop(self) -> bool:
+        """Stop watching; False when it was not watching."""
+        if self._greenlet is None:
+            return False
+        self._greenlet.kill(block=False)
+        self._greenlet = None
+        t0, cpu0 = self._started
+        self.run_wall_s, self.run_cpu_s = time.perf_counter() - t0, _cpu_s() - cpu0
+        return True
 
     def _watch(self) -> None:
         last_t, last_cpu = time.perf_counter(), _cpu_s()
@@ -106,21 +107,7 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
-guard = Guard()
-
-
-@events.test_start.add_listener
-def _start(environment, **_kwargs) -> None:
-    if not isinstance(environment.runner, MasterRunner):  # the master sends no requests
-        guard.start()
-
-
-@events.test_stop.add_listener
-def _stop(environment, **_kwargs) -> None:
-    """Stop watching, and leave this process's own cost beside its records (client-HOST-PID.json)."""
-    if guard._greenlet is None:
-        return
-    guard.stop()
-    out = Path(environment.parsed_options.out)
+def write_summary(guard: Guard, out: Path, client_host: str) -> None:
+    """This process's own cost beside its records: ``client-HOST-PID.json`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"client-{sink().client_host}-{os.getpid()}.json").write_text(json.dumps(guard.summary()))
+    (out / f"client-{client_host}-{os.getpid()}.json").write_text(json.dumps(guard.summary()))

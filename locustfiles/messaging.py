@@ -1,7 +1,16 @@
 """How users reach the coordinator: directly in a local run, by Locust messages from a worker.
 
-Worker -> master: ``llm_take`` (a user is ready for a job), ``llm_done`` (a job finished),
-``llm_ping`` (clock offset). Master -> worker: ``llm_job`` (a job or none yet), ``llm_pong``.
+Worker -> master: ``llm_hello`` (who this worker is: its --client-host and pid, sent as it connects),
+``llm_take`` (a user is ready for a job), ``llm_done`` (a job finished), ``llm_give_back`` (a job
+reached a user that will not run it), ``llm_leave`` (a user stopped), ``llm_ping`` (clock offset).
+Master -> worker: ``llm_job`` (a job or none yet), ``llm_pong``.
+
+A user reaches its link as ``environment.llm.work``: a ``LocalWork`` where the shape runs, a
+``RemoteWork`` on a worker; the master's ``Desk`` answers the workers' messages with its coordinator and
+keeps the ``Ledger`` of who holds what. A user that stops (``leave``) hands back what reached it too
+late: a job it was waiting to run, and a job still on its way to it (a worker asks asynchronously, so
+the answer to a question may come after its user was stopped, e.g. when a class shrinks); the
+coordinator takes it back (``give_back``).
 
 Release instants are in the master's ``perf_counter`` clock. Each worker estimates the offset of
 its own clock by ping/pong (NTP-style: offset = t_master - midpoint of the round trip, taken from
@@ -10,32 +19,39 @@ the exchange with the smallest round trip) and converts release instants into it
 
 from __future__ import annotations
 
-import os
 import time
 
 import gevent
-from locust import events
-from locust.runners import MasterRunner, WorkerRunner
 
 from bench_tasks.suite import Coordinator, Job, records_per_job
-from locustfiles import activity, failure
+from locustfiles import failure
+from locustfiles.activity import Activity
 
 PINGS = 15
 
 
 class LocalWork:
-    def __init__(self, coordinator: Coordinator) -> None:
+    """Where the shape runs: the coordinator, called directly."""
+
+    def __init__(self, coordinator: Coordinator, activity: Activity) -> None:
         self.coordinator = coordinator
+        self.activity = activity
 
     def take(self, scenario: str, user: str) -> Job | None:
         job = self.coordinator.take(scenario, user)
         if job is not None:
-            activity.note()
+            self.activity.note()
         return job
 
     def done(self, job: Job, user: str) -> None:
-        activity.note()
+        self.activity.note()
         self.coordinator.done(job)
+
+    def leave(self, user: str, unrun: Job | None = None) -> None:
+        """``user`` stops: ``unrun`` (a job it took and will not run) goes back; it waits for nothing more."""
+        if unrun is not None:
+            self.coordinator.give_back(unrun)
+        self.coordinator.forget(user)
 
 
 class RemoteWork:
@@ -44,7 +60,8 @@ class RemoteWork:
     def __init__(self, runner) -> None:
         self.runner = runner
         self.replies: dict[str, dict | None] = {}
-        self.asked: set[str] = set()
+        self.asked: set[str] = set()  # users whose question is on its way
+        self.gone: set[str] = set()  # users that stopped while their question was on its way
 
     def take(self, scenario: str, user: str) -> Job | None:
         if user in self.replies:
@@ -59,17 +76,46 @@ class RemoteWork:
     def done(self, job: Job, user: str) -> None:
         self.runner.send_message("llm_done", {"job": job.__dict__, "user": user})
 
+    def leave(self, user: str, unrun: Job | None = None) -> None:
+        """``user`` stops: ``unrun``, a job already here for it and the one still on its way go back."""
+        if unrun is not None:
+            self._give_back(unrun.__dict__, user)
+        reply = self.replies.pop(user, None)
+        if reply:
+            self._give_back(reply, user)
+        if user in self.asked:
+            self.asked.discard(user)
+            self.gone.add(user)  # its answer is handed back when it comes
+        self.runner.send_message("llm_leave", {"user": user})
+
+    def new_run(self) -> None:
+        self.replies.clear()
+        self.asked.clear()
+
     def on_job(self, environment, msg, **_kwargs) -> None:
-        self.replies[msg.data["user"]] = msg.data["job"]
+        user, job = msg.data["user"], msg.data["job"]
+        if user in self.asked:
+            self.replies[user] = job
+            return
+        self.gone.discard(user)  # stopped before its answer came (or a stale answer): nobody will run it
+        if job:
+            self._give_back(job, user)
+
+    def _give_back(self, job: dict, user: str) -> None:
+        self.runner.send_message("llm_give_back", {"job": job, "user": user})
 
 
 class Clock:
-    """This process's estimate of (master clock - own clock), from ping/pong."""
+    """This process's estimate of (master clock - own clock), from ping/pong: None until a pong came."""
 
     def __init__(self) -> None:
-        self.offset_s = 0.0
+        self.offset_s: float | None = None
         self.rtt_s: float | None = None
         self._sent: dict[int, float] = {}
+
+    def to_local(self, t_master: float) -> float:
+        """An instant of the master's clock on this one (as is, before any pong came)."""
+        return t_master - (self.offset_s or 0.0)
 
     def ping_all(self, runner) -> None:
         for i in range(PINGS):
@@ -88,63 +134,33 @@ class Clock:
             self.offset_s = msg.data["t_master"] - (t_out + t_back) / 2
 
 
-_work: LocalWork | RemoteWork | None = None
-_coordinator: Coordinator | None = None
-clock = Clock()
-
-
-def serve(environment, coordinator: Coordinator) -> None:
-    """Where the shape runs: make the coordinator reachable for users, local or remote."""
-    global _work, _coordinator
-    _coordinator = coordinator
-    if not isinstance(environment.runner, MasterRunner):
-        _work = LocalWork(coordinator)
-
-
-def work(environment) -> LocalWork | RemoteWork:
-    assert _work is not None, "no coordinator: run a locustfile that defines the suite's shape"
-    return _work
-
-
-def clock_offset_s(environment) -> float | None:
-    """On a worker whose pings came back: the master's clock minus this one (a record's t_send plus
-    it is on the master's clock, shared by every worker); None elsewhere (a local run has one clock)."""
-    if isinstance(environment.runner, WorkerRunner) and clock.rtt_s is not None:
-        return clock.offset_s
-    return None
-
-
-def to_local(environment, t_master: float) -> float:
-    return t_master - clock.offset_s if isinstance(environment.runner, WorkerRunner) else t_master
-
-
-def clock_offset_s(environment) -> float | None:
-    """The master's clock minus this process's, on a worker (its records then share the master's clock);
-    None where the records come together."""
-    return clock.offset_s if isinstance(environment.runner, WorkerRunner) else None
-
-
-def user_id(user) -> str:
-    return f"{os.getpid()}-{id(user)}"
-
-
 class Ledger:
-    """Master side: which worker holds which job, so a dead worker's work is closed, not awaited."""
+    """Master side: which worker holds which job, so a dead worker's work is closed, not awaited, and
+    which machine each worker is."""
 
     def __init__(self) -> None:
         self.users_of: dict[str, set[str]] = {}  # worker node -> its users
         self.held: dict[str, Job] = {}  # user -> job it is running
         self.records_done: dict[str, int] = {}  # worker node -> records its finished jobs made
         self.records_in: dict[str, int] = {}  # worker node -> measured records received (no warm-ups)
-        self.machines: dict[str, dict] = {}  # worker node -> client_host and client_pid its records carry
-        self.lost_workers: set[str] = set()
+        self.machines: dict[str, dict] = {}  # worker node -> its client_host and client_pid
+        self.lost_workers: set[str] = set()  # lost for good: a node id is never reused
+
+    def new_run(self) -> None:
+        self.users_of.clear()
+        self.held.clear()
+        self.records_done.clear()
+        self.records_in.clear()
+
+    def met(self, node: str, machine: dict) -> None:
+        """A worker said who it is as it connected."""
+        self.machines[node] = {"client_host": machine.get("client_host", ""), "client_pid": machine.get("client_pid")}
 
     def heard_from(self, node: str, rows) -> None:
-        """A worker's report: count its measured records; its first records name its machine."""
+        """A worker's report: count its measured records; its first records name its machine if it did not."""
         self.records_in[node] = self.records_in.get(node, 0) + sum(1 for r in rows if r.get("scenario") != "warmup")
         if rows and node not in self.machines:
-            self.machines[node] = {"client_host": rows[0].get("client_host", ""),
-                                   "client_pid": rows[0].get("client_pid")}
+            self.met(node, rows[0])
 
     def lose(self, node: str, coordinator: Coordinator) -> dict:
         """Close everything the worker held; say which machine it was, when, and what may be missing."""
@@ -157,64 +173,64 @@ class Ledger:
                 coordinator.done(job)
                 lost_jobs.append(job)
             lost_jobs += coordinator.forget(user)
-        machine = self.machines.get(node, {"client_host": "", "client_pid": None})  # unknown: no record came
+        machine = self.machines.get(node, {"client_host": "", "client_pid": None})  # unknown: it never said
         return {"worker": node, **machine, "lost_at": time.time(), "phase": phase, "in_flight_jobs": len(lost_jobs),
                 "in_flight": [{"phase": job.phase, "round": job.round, "index": job.index} for job in lost_jobs],
                 "records_finished": self.records_done.get(node, 0),
                 "records_received": self.records_in.get(node, 0)}
 
 
-ledger = Ledger()
+class Desk:
+    """Master side: the workers' users take, finish and give back jobs by messages, answered here with
+    this run's coordinator (None until the shape serves one)."""
 
+    MESSAGES = ("llm_hello", "llm_take", "llm_done", "llm_give_back", "llm_leave", "llm_ping")
 
-# -- master side handlers --
-def _on_take(environment, msg, **_kwargs) -> None:
-    if _coordinator is None or msg.node_id in ledger.lost_workers:
-        job = None
-    else:
-        job = _coordinator.take(msg.data["scenario"], msg.data["user"])
-        ledger.users_of.setdefault(msg.node_id, set()).add(msg.data["user"])
-        if job is not None:
-            ledger.held[msg.data["user"]] = job
-            activity.note()
-    environment.runner.send_message("llm_job", {"user": msg.data["user"], "job": job and job.__dict__},
-                                    client_id=msg.node_id)
-
-
-def _on_done(environment, msg, **_kwargs) -> None:
-    if ledger.held.pop(msg.data["user"], None) is None:
-        return  # already closed as lost
-    activity.note()
-    job = Job(**msg.data["job"])
-    ledger.records_done[msg.node_id] = ledger.records_done.get(msg.node_id, 0) + records_per_job(job)
-    if _coordinator is not None:
-        _coordinator.done(job)
-
-
-@events.worker_report.add_listener
-def _count_records(client_id, data) -> None:
-    ledger.heard_from(client_id, data.get("llm_records", ()))
-
-
-def _on_ping(environment, msg, **_kwargs) -> None:
-    environment.runner.send_message("llm_pong", {"i": msg.data["i"], "t_master": time.perf_counter()},
-                                    client_id=msg.node_id)
-
-
-@events.init.add_listener
-def _register(environment, runner=None, **_kwargs) -> None:
-    global _work
-    if isinstance(runner, MasterRunner):
+    def __init__(self, runner, activity: Activity) -> None:
+        self.runner = runner
+        self.activity = activity
+        self.coordinator: Coordinator | None = None
+        self.ledger = Ledger()
         # Locust logs a handler's exception and goes on, leaving the worker's user waiting: fail instead.
-        for message, handler in (("llm_take", _on_take), ("llm_done", _on_done), ("llm_ping", _on_ping)):
-            runner.register_message(message, failure.handled(message, handler))
-    elif isinstance(runner, WorkerRunner):
-        _work = RemoteWork(runner)
-        runner.register_message("llm_job", _work.on_job)
-        runner.register_message("llm_pong", clock.on_pong)
+        for message in self.MESSAGES:
+            runner.register_message(message, failure.handled(message, getattr(self, f"_on_{message[4:]}")))
 
+    def _on_hello(self, environment, msg, **_kwargs) -> None:
+        self.ledger.met(msg.node_id, msg.data)
 
-@events.test_start.add_listener
-def _measure_offset(environment, **_kwargs) -> None:
-    if isinstance(environment.runner, WorkerRunner):
-        gevent.spawn(clock.ping_all, environment.runner)
+    def _on_take(self, environment, msg, **_kwargs) -> None:
+        user = msg.data["user"]
+        if self.coordinator is None or msg.node_id in self.ledger.lost_workers:
+            job = None
+        else:
+            job = self.coordinator.take(msg.data["scenario"], user)
+            self.ledger.users_of.setdefault(msg.node_id, set()).add(user)
+            if job is not None:
+                self.ledger.held[user] = job
+                self.activity.note()
+        self.runner.send_message("llm_job", {"user": user, "job": job and job.__dict__}, client_id=msg.node_id)
+
+    def _on_done(self, environment, msg, **_kwargs) -> None:
+        if self.ledger.held.pop(msg.data["user"], None) is None:
+            return  # already closed as lost
+        self.activity.note()
+        job = Job(**msg.data["job"])
+        self.ledger.records_done[msg.node_id] = self.ledger.records_done.get(msg.node_id, 0) + records_per_job(job)
+        if self.coordinator is not None:
+            self.coordinator.done(job)
+
+    def _on_give_back(self, environment, msg, **_kwargs) -> None:
+        if self.ledger.held.pop(msg.data["user"], None) is None:
+            return  # already closed as lost
+        self.activity.note()
+        if self.coordinator is not None:
+            self.coordinator.give_back(Job(**msg.data["job"]))
+
+    def _on_leave(self, environment, msg, **_kwargs) -> None:
+        self.ledger.users_of.get(msg.node_id, set()).discard(msg.data["user"])
+        if self.coordinator is not None:
+            self.coordinator.forget(msg.data["user"])
+
+    def _on_ping(self, environment, msg, **_kwargs) -> None:
+        self.runner.send_message("llm_pong", {"i": msg.data["i"], "t_master": time.perf_counter()},
+                                 client_id=msg.node_id)

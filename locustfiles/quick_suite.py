@@ -4,26 +4,18 @@
     locust -f locustfiles/quick_suite.py --host URL --headless # ends by itself when the suite is done
 """
 
-from bench_tasks import chat
-from locustfiles.agent import AgentUser
-from locustfiles.burst import BurstUser
-from locustfiles.job_user import JobUser
-from locustfiles.suite_shape import SuiteShape
-from locustfiles.needle import NeedleUser
-from locustfiles.prompt import PromptUser
-
-
-class ChatQuestionUser(JobUser):
-    """Three short questions, one at a time (the suite's chat phase)."""
-
-    scenario = "chat"
-
-    def run_job(self, job) -> None:
-        question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        opening = self.opening(job.phase, job.round, job.index)
-        self.stream_chat(self.job_record(job), chat.messages(question, opening), chat.MAX_TOKENS)
+from locustfiles import llm_run
+from locustfiles.shapes.suite import SuiteShape
+from locustfiles.users.agent import AgentUser
+from locustfiles.users.burst import BurstUser
+from locustfiles.users.chat import ChatQuestionUser
+from locustfiles.users.needle import NeedleUser
+from locustfiles.users.prompt import PromptUser
 
 
 class QuickSuite(SuiteShape):
-    users = {"chat": ChatQuestionUser, "prompt": PromptUser, "agent": AgentUser,
-             "burst": BurstUser, "needle": NeedleUser}
+    users = {"chat": ChatQuestionUser, "prompt": PromptUser, "agent": AgentUser, "burst": BurstUser,
+             "needle": NeedleUser}
+
+
+llm_run.install()

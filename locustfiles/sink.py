@@ -12,23 +12,26 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import gevent
-from locust import events
+import gevent.subprocess
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench_tasks.records_file import RECORDS_JSONL, REQUESTS_CSV, JsonlWriter, archive_run, read_jsonl, write_csv
-from locustfiles import activity, failure
+from locustfiles.activity import Activity
 
 REPORT_KEY = "llm_records"
 
 
 class RecordsSink:
-    def __init__(self, environment) -> None:
+    """The run's records (``environment.llm.sink``); ``listeners`` are called with each row where the
+    run's records come together (the LLM tab's table, the capacity search)."""
+
+    def __init__(self, environment, activity: Activity) -> None:
         self.environment = environment
+        self.activity = activity
         self.out_dir = Path(environment.parsed_options.out)
         self.is_worker = isinstance(environment.runner, WorkerRunner)
         self.is_master = isinstance(environment.runner, MasterRunner)
@@ -37,8 +40,9 @@ class RecordsSink:
         self._pending: list[dict] = []  # worker: not yet reported to the master
         self.count = 0
         self.rows_written = 0  # in requests.csv when it was last written
-        self._fresh = False  # start_new_run has cleared --out and no record has come since
-        self.listeners: list = []  # called with each row where the run's records come together
+        self.listeners: list = []
+        self._reports: list[gevent.Greenlet] = []
+        self._reported: dict[Path, int] = {}  # run directory -> how many records its last report was asked for
 
     def writer(self) -> JsonlWriter:
         # Opened on first use: a worker learns --out only when the run starts.
@@ -50,9 +54,8 @@ class RecordsSink:
 
     def add(self, row: dict) -> None:
         self.writer().write(row)
-        activity.note()
+        self.activity.note()
         self.count += 1
-        self._fresh = False
         if self.is_worker:
             self._pending.append(row)
         else:
@@ -61,21 +64,28 @@ class RecordsSink:
 
     def start_new_run(self) -> None:
         """A run begins: an earlier run's files in --out (an earlier run of this web UI, or of
-        another process) move to ``earlier-runs/N``, so this run's records and report are its own.
-        Called more than once as a run starts; only the first call before a record counts."""
-        if self.is_worker or self._fresh:
+        another process) move to ``earlier-runs/N``, so this run's records and report are its own."""
+        self._reported.clear()  # a new run's records are reported even when they are as many as the last run's
+        if self.is_worker:
             return
         if self._writer is not None:
             self._writer.close()
             self._writer = None
         self.out_dir = Path(self.environment.parsed_options.out).resolve()
         archive_run(self.out_dir)  # an earlier run's failure.json too: this run has not failed
-        failure.forget()
-        self._fresh = True
 
     def take_pending(self) -> list[dict]:
         pending, self._pending = self._pending, []
         return pending
+
+    def end_run(self) -> None:
+        """The run stopped: requests.csv, and the report (unless --no-llm-report), where records come together."""
+        if self.is_worker:
+            return
+        written = self.write_requests_csv()
+        options = self.environment.parsed_options
+        if written is not None and options is not None and not options.no_llm_report:
+            self._queue_report(self.out_dir, self.rows_written)
 
     def write_requests_csv(self) -> Path | None:
         if self._writer is None:
@@ -86,83 +96,36 @@ class RecordsSink:
         self.rows_written = len(rows)
         return path
 
+    def quit(self) -> None:
+        """Locust quits: requests.csv once more, and a headless run ends with its report written."""
+        if not self.is_worker:
+            self.write_requests_csv()
+        gevent.joinall(self._reports, timeout=REPORT_TIMEOUT_S)
 
-_sink: RecordsSink | None = None
+    def _queue_report(self, out_dir: Path, rows: int) -> None:
+        """A report after the ones already on their way (two would write the same files at once), and none
+        for records already reported: a failed run stops twice (the failure, then the quit) with the same
+        records."""
+        if self._reported.get(out_dir) == rows:
+            return
+        self._reported[out_dir] = rows
+        before = list(self._reports)
 
+        def after_the_others() -> None:
+            gevent.joinall(before, timeout=REPORT_TIMEOUT_S)
+            _write_report(out_dir)
 
-def sink() -> RecordsSink:
-    assert _sink is not None, "the records sink is created by Locust's init event"
-    return _sink
-
-
-@events.init.add_listener
-def _create(environment, **_kwargs) -> None:
-    global _sink
-    _sink = RecordsSink(environment)
-
-
-@events.report_to_master.add_listener
-def _report(client_id, data) -> None:
-    if _sink is not None:
-        data[REPORT_KEY] = _sink.take_pending()
-
-
-@events.worker_report.add_listener
-def _receive(client_id, data) -> None:
-    if _sink is not None:
-        for row in data.get(REPORT_KEY, ()):
-            _sink.add(row)
+        self._reports.append(gevent.spawn(after_the_others))
 
 
-@events.test_start.add_listener
-def _new_run(environment, **_kwargs) -> None:
-    _reported.clear()  # a new run's records are reported even when they are as many as the last run's
-    if _sink is not None:
-        _sink.start_new_run()
-
-
-@events.test_stop.add_listener
-def _write_csv_on_stop(environment, **_kwargs) -> None:
-    if _sink is not None and not _sink.is_worker:
-        _sink._fresh = False  # the next run starts afresh, even if this one recorded nothing
-        written = _sink.write_requests_csv()
-        options = environment.parsed_options
-        if written is not None and options is not None and not options.no_llm_report:
-            _queue_report(_sink.out_dir, _sink.rows_written)
-
-
-@events.quitting.add_listener
-def _write_csv_on_quit(environment, **_kwargs) -> None:
-    if _sink is not None and not _sink.is_worker:
-        _sink.write_requests_csv()
-    gevent.joinall(_reports, timeout=REPORT_TIMEOUT_S)  # a headless run ends with its report written
-
-
-_reports: list = []
-_reported: dict[Path, int] = {}  # run directory -> how many records its last report was asked for
 REPORT_TIMEOUT_S = 300
-
-
-def _queue_report(out_dir: Path, rows: int) -> None:
-    """A report after the ones already on their way (two would write the same files at once), and none
-    for records already reported: a failed run stops twice (the failure, then the quit) with the same
-    records."""
-    if _reported.get(out_dir) == rows:
-        return
-    _reported[out_dir] = rows
-    before = list(_reports)
-
-    def after_the_others() -> None:
-        gevent.joinall(before, timeout=REPORT_TIMEOUT_S)
-        _write_report(out_dir)
-
-    _reports.append(gevent.spawn(after_the_others))
 
 
 def _write_report(out_dir: Path) -> None:
     """The run's report, by ``llm-bench report`` in a process of its own: the measuring process never
-    imports the reporting code, and its event loop keeps running while the charts are drawn."""
-    result = subprocess.run([sys.executable, "-m", "llm_bench.cli", "report", str(out_dir)],
+    imports the reporting code, and its event loop keeps running while the charts are drawn (gevent's
+    subprocess, whether or not the process was patched)."""
+    result = gevent.subprocess.run([sys.executable, "-m", "llm_bench.cli", "report", str(out_dir)],
                             capture_output=True, text=True, timeout=REPORT_TIMEOUT_S)
     if result.returncode == 0:
         logging.info("llm-bench: report written to %s", out_dir / "report.html")

@@ -19,8 +19,8 @@ import time
 from bench_tasks.errors import CONNECT_ERROR, NOT_SSE, http_error_class
 from bench_tasks.record import Record, add_flag
 from bench_tasks.stream import Recorder
-from locustfiles import activity, transport
-from locustfiles.guard import guard
+from locustfiles import transport
+from locustfiles.activity import Activity
 from locustfiles.target import Target
 
 HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
@@ -28,7 +28,7 @@ HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "A
 
 def send(user, path: str, payload: bytes, record: Record) -> Recorder:
     """POST ``payload`` with ``user``'s client and measure the answer into ``record``."""
-    target = user.target
+    target, run = user.target, user.llm
     headers = {**HEADERS, "Authorization": f"Bearer {target.api_key}"} if target.api_key else HEADERS
     for attempt in (1, 2):
         record.t_start = time.time()
@@ -39,21 +39,22 @@ def send(user, path: str, payload: bytes, record: Record) -> Recorder:
                 resp.request_meta["request_type"] = "RECONNECT"  # visible live, not a failure
                 resp.success()
                 continue
-            sock = transport.request_socket(t_send)
-            recorder = _measure(resp, t_send, record, target, sock)
+            sock = run.watchers.request_socket(t_send)
+            recorder = _measure(resp, t_send, record, target, sock, run.activity)
             _report_live(user.environment, resp, record)
         break
-    if guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.late_bound_s):
+    if run.guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.late_bound_s):
         add_flag(record, "client_saturated")
     return recorder
 
 
-def _measure(resp, t_send: float, record: Record, target: Target, sock: transport.StampedSocket | None) -> Recorder:
+def _measure(resp, t_send: float, record: Record, target: Target, sock: transport.StampedSocket | None,
+             activity: Activity) -> Recorder:
     """Read one response to its end; the clock starts when the request really left (on ``sock``)."""
     recorder = Recorder(t_send if sock is None else sock.t_sent, target.profile.first_event_tokens)
     recorder.headers(transport.received_at(sock))
     recorder.rtt_s = transport.tcp_rtt_s(sock)  # once per request: the network's share of the wait
-    _read(resp, recorder, record, sock)
+    _read(resp, recorder, record, sock, activity)
     recorder.end(time.perf_counter())
     if recorder.error:
         transport.discard(resp)
@@ -65,7 +66,7 @@ def _measure(resp, t_send: float, record: Record, target: Target, sock: transpor
     return recorder
 
 
-def _read(resp, recorder: Recorder, record: Record, sock: transport.StampedSocket | None) -> None:
+def _read(resp, recorder: Recorder, record: Record, sock: transport.StampedSocket | None, activity: Activity) -> None:
     error = getattr(resp, "error", None)
     status = resp.status_code or None
     record.http_status = status

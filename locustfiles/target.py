@@ -4,11 +4,11 @@ the template's opening and the run's mark, measured once with the server's token
 with two short requests; unknown, and no request checked, when neither tells).
 
 The first user of a run that needs it asks the server (``/v1/models``, and the engine's own paths when
-the profile is detected); the users that start beside it wait for that answer, under a lock. A host
-given as the OpenAI base URL (``.../v1``) is the server's root; without --host, $OPENAI_BASE_URL, as
-the OpenAI tools do. A new run (the web UI may change the host between runs) resolves it again. The
-API key comes from $OPENAI_API_KEY in each process, never from an option (options are shown in the web
-UI and sent to workers).
+the profile is detected): ``environment.llm.target()``; the users that start beside it wait for that
+answer, under the run's lock. A host given as the OpenAI base URL (``.../v1``) is the server's root;
+without --host, $OPENAI_BASE_URL, as the OpenAI tools do. A new run (the web UI may change the host
+between runs) resolves it again. The API key comes from $OPENAI_API_KEY in each process, never from an
+option (options are shown in the web UI and sent to workers).
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-import gevent.lock
-from locust import events
-
 from bench_tasks import cache_share, engine, server, tokens
-from locustfiles import options
+from bench_tasks.options import Values
 
 
 @dataclass
@@ -40,29 +37,22 @@ class Target:
         return self.shares.get(cache_share.shape(messages, tools))
 
 
-_target: Target | None = None
-_lock = gevent.lock.Semaphore()
+def default_host(host: str | None) -> str | None:
+    """The host a run measures: --host, else $OPENAI_BASE_URL, as the server's root (None: not given yet)."""
+    host = host or os.environ.get("OPENAI_BASE_URL") or None
+    return server.base_url(host) if host else None
 
 
-def target(environment) -> Target:
-    global _target
-    with _lock:
-        if _target is None:
-            _target = _resolve(environment)
-    return _target
-
-
-def _resolve(environment) -> Target:
-    given = options.of(environment)
+def resolve(host: str, given: Values) -> Target:
     api_key = os.environ.get("OPENAI_API_KEY", "")
-    models = server.list_models(environment.host, api_key=api_key)
+    models = server.list_models(host, api_key=api_key)
     model = given.model or server.first_model(models)
     if given.engine and given.engine != "auto":
         profile = engine.profile(given.engine)
     else:
-        profile = engine.detect(environment.host, models, api_key=api_key)
+        profile = engine.detect(host, models, api_key=api_key)
     resolved = Target(model=model, profile=profile, api_key=api_key, thinking=given.thinking)
-    resolved.shares = _shares(environment.host, resolved, given.mark, given.read_timeout)
+    resolved.shares = _shares(host, resolved, given.mark, given.read_timeout)
     return resolved
 
 
@@ -83,16 +73,3 @@ def _shares(host: str, resolved: Target, mark: str, timeout_s: float) -> dict:
             shares[shape] = None
     return shares
 
-
-@events.init.add_listener
-def _default_host(environment, **_kwargs) -> None:
-    environment.host = environment.host or os.environ.get("OPENAI_BASE_URL") or None
-    _new_run(environment)
-
-
-@events.test_start.add_listener
-def _new_run(environment, **_kwargs) -> None:
-    global _target
-    if environment.host:
-        environment.host = server.base_url(environment.host)
-    _target = None

@@ -4,10 +4,15 @@ Measured on Locust 2.47: FastResponse.iter_content/iter_lines, and sseclient rea
 buffer about 1 KiB and delay the first token by tens of milliseconds
 (docs/locust.md#fasthttp-readers-buffer). geventhttpclient's own ``readline`` returns each line as
 soon as it arrives. It is private API, so every use of it lives in this module.
+
+A measured user's connections are StampedSockets (the send's time, each read's kernel receive stamp),
+made by its own client pool (``stamp_connections``, called by LLMUser). The sockets share this
+process's ``Watchers`` (``watchers()``: one per process, started by the run's set-up).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -19,7 +24,7 @@ from collections.abc import Iterator
 
 import gevent
 import gevent.socket
-from geventhttpclient.connectionpool import ConnectionPool
+from geventhttpclient.client import HTTPClientPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from bench_tasks.errors import CLIENT_ERROR, CONNECT_ERROR, DISCONNECT, TIMEOUT
@@ -184,6 +189,9 @@ class StampedSocket(gevent.socket.socket):
     Likewise a busy client reads an event some time after it arrived. With kernel stamps, the
     arrival is the kernel's time for the last packet a read returned (one more system-call field,
     about 1 us), so the client's own delays do not count as the server's.
+
+    Made by ``Watchers.tcp_socket``, which gives it the process's watchers (read per event: kept on
+    the socket, one lookup as a module global would be).
     """
 
     t_sent: float | None = None
@@ -195,6 +203,9 @@ class StampedSocket(gevent.socket.socket):
     # dated late (LoopTurns.late_bound_s); None with kernel stamps (each read says its own) or on libuv.
     late_bound_s: float | None = None
     _t_read = 0.0  # without kernel stamps: when the last read returned
+    _turns: LoopTurns
+    _waiting: dict
+    _request_sockets: weakref.WeakKeyDictionary
 
     def sendall(self, data, flags=0):
         self._drained = True  # the answer is yet to come
@@ -202,9 +213,9 @@ class StampedSocket(gevent.socket.socket):
         if self.t_first_sent is None:
             self.t_first_sent = self.t_sent
         self.t_received = self.lateness = None  # a new request: nothing of it has arrived yet
-        self.late_bound_s = None if KERNEL_STAMPS or not _turns.watching else 0.0
+        self.late_bound_s = None if KERNEL_STAMPS or not self._turns.watching else 0.0
         self._t_read = self.t_sent  # no answer came before its request
-        _request_sockets[gevent.getcurrent()] = self
+        self._request_sockets[gevent.getcurrent()] = self
         return super().sendall(data, flags)
 
     def recv(self, bufsize, flags=0):
@@ -234,7 +245,7 @@ class StampedSocket(gevent.socket.socket):
         elif self.late_bound_s is not None:
             now = time.perf_counter()
             if waited:
-                self.late_bound_s = max(self.late_bound_s, _turns.late_bound_s(now, self._t_read))
+                self.late_bound_s = max(self.late_bound_s, self._turns.late_bound_s(now, self._t_read))
             self._t_read = now
         return data
 
@@ -242,11 +253,11 @@ class StampedSocket(gevent.socket.socket):
         """Wait for bytes; the watchdog ends a wait longer than the socket's timeout. (gevent's own
         wait makes a Timeout object per wait: a tenth of the client's cost per event.)"""
         if self.timeout is not None:
-            _waiting[self] = time.perf_counter() + self.timeout
+            self._waiting[self] = time.perf_counter() + self.timeout
         try:
             self.hub.wait(self._read_event)
         finally:
-            _waiting.pop(self, None)
+            self._waiting.pop(self, None)
 
 
 # Without kernel stamps a read is dated when it returns, and how late that is can be bounded from the
@@ -289,6 +300,12 @@ class LoopTurns:
         leaving.start(self.leaving)
         self._watchers = (entering, leaving)
 
+    def unwatch(self) -> None:
+        for watcher in self._watchers:
+            watcher.stop()
+            watcher.close()
+        self._watchers = ()
+
     def entering(self) -> None:
         self.polled_before, self.entered = self.polled, self.clock()
 
@@ -302,56 +319,98 @@ class LoopTurns:
         return now - max(not_before, self.polled if waited else self.polled_before)
 
 
-_turns = LoopTurns()
-
-
-# socket -> when its wait for bytes times out (perf_counter); one watchdog checks them all.
-_waiting: dict = {}
 WATCHDOG_INTERVAL_S = 0.25
-_watchdog: gevent.Greenlet | None = None
 
 
-def _watch_waits() -> None:
-    """End every wait for bytes that has outlasted its socket's timeout, as socket.timeout."""
-    hub = gevent.get_hub()
-    while True:
-        gevent.sleep(WATCHDOG_INTERVAL_S)
-        now = time.perf_counter()
-        for sock, deadline in list(_waiting.items()):
-            if deadline <= now and _waiting.pop(sock, None) is not None:
-                hub.cancel_wait(sock._read_event, socket.timeout("timed out"))
+class Watchers:
+    """What watches this process's sockets: the event loop's turns (without kernel stamps), one watchdog
+    for every wait for bytes, and which socket each greenlet's last request went out on.
+
+    One per process, as there is one event loop: ``watchers()`` makes and starts it at its first call
+    (the run's set-up, llm_run.LLMRun, calls it). Tests may make their own and ``stop`` it.
+    """
+
+    def __init__(self) -> None:
+        self.turns = LoopTurns()
+        self.waiting: dict = {}  # socket -> when its wait for bytes times out (perf_counter)
+        # greenlet -> the socket its last request went out on. The response object is no way to it: it
+        # lets go of its socket as soon as the message is complete, often in the read of the headers.
+        self.request_sockets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._watchdog: gevent.Greenlet | None = None
+
+    def start(self) -> Watchers:
+        if not KERNEL_STAMPS:
+            self.turns.watch(gevent.get_hub().loop)
+        self._watchdog = gevent.spawn(self._watch_waits)
+        return self
+
+    def stop(self) -> None:
+        self.turns.unwatch()
+        if self._watchdog is not None:
+            self._watchdog.kill(block=False)
+
+    def _watch_waits(self) -> None:
+        """End every wait for bytes that has outlasted its socket's timeout, as socket.timeout."""
+        hub = gevent.get_hub()
+        while True:
+            gevent.sleep(WATCHDOG_INTERVAL_S)
+            now = time.perf_counter()
+            for sock, deadline in list(self.waiting.items()):
+                if deadline <= now and self.waiting.pop(sock, None) is not None:
+                    hub.cancel_wait(sock._read_event, socket.timeout("timed out"))
+
+    def tcp_socket(self, family, socktype, protocol) -> StampedSocket:
+        """A connection pool's tcp socket factory (geventhttpclient's ``_create_tcp_socket``)."""
+        sock = StampedSocket(family, socktype, protocol)
+        sock._turns, sock._waiting, sock._request_sockets = self.turns, self.waiting, self.request_sockets
+        if KERNEL_STAMPS:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            except OSError:
+                pass  # a kernel without it: no stamp comes with the data, and reads are stamped as they return
+        return sock
+
+    def request_socket(self, t_send: float) -> StampedSocket | None:
+        """The socket on which this greenlet's request, sent at ``t_send`` or later, went out (None
+        when it never left, e.g. the connection was refused)."""
+        sock = self.request_sockets.get(gevent.getcurrent())
+        if sock is None or sock.t_sent is None or sock.t_sent < t_send:
+            return None
+        return sock
 
 
-def _stamped_tcp_socket(_pool, family, socktype, protocol):
-    global _watchdog
-    if _watchdog is None or _watchdog.dead:
-        _watchdog = gevent.spawn(_watch_waits)
-    if not KERNEL_STAMPS and not _turns.watching:
-        _turns.watch(gevent.get_hub().loop)
-    sock = StampedSocket(family, socktype, protocol)
-    if KERNEL_STAMPS:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            pass  # a kernel without it: no stamp comes with the data, and reads are stamped as they return
-    return sock
+@functools.cache
+def watchers() -> Watchers:
+    """This process's watchers, made and started at the first call: once per process."""
+    return Watchers().start()
 
 
-ConnectionPool._create_tcp_socket = _stamped_tcp_socket
+class StampedClientPool(HTTPClientPool):
+    """geventhttpclient's client pool whose connections are StampedSockets.
+
+    geventhttpclient makes every connection through its connection pool's tcp socket factory
+    (``_create_tcp_socket``); each pool this client pool makes gets the watchers' factory, so only the
+    measured users' connections are stamped, and nothing of geventhttpclient is patched
+    (docs/locust.md#socket-factory).
+    """
+
+    def __init__(self, watchers_: Watchers, **client_args) -> None:
+        super().__init__(**client_args)
+        self.watchers = watchers_
+
+    def get_client(self, url):
+        known = len(self.clients)
+        client = super().get_client(url)
+        if len(self.clients) != known:  # made now: its connection pool has made no socket yet
+            client._connection_pool._create_tcp_socket = self.watchers.tcp_socket
+        return client
 
 
-# greenlet -> the socket its last request went out on. The response object is no way to it: it
-# lets go of its socket as soon as the message is complete, often in the read of the headers.
-_request_sockets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def request_socket(t_send: float) -> StampedSocket | None:
-    """The socket on which this greenlet's request, sent at ``t_send`` or later, went out (None
-    when it never left, e.g. the connection was refused)."""
-    sock = _request_sockets.get(gevent.getcurrent())
-    if sock is None or sock.t_sent is None or sock.t_sent < t_send:
-        return None
-    return sock
+def stamp_connections(session, watchers_: Watchers) -> None:
+    """Make every connection of a FastHttpSession (a FastHttpUser's ``client``) a StampedSocket: its
+    user agent's client pool, not yet used, is replaced by a StampedClientPool of the same arguments."""
+    agent = session.client
+    agent.clientpool = StampedClientPool(watchers_, **agent.clientpool.client_args)
 
 
 # A kept-alive connection the server had already closed shows it within a round trip of the send (its FIN,

@@ -5,9 +5,9 @@ loop-lag guard, which is what protects a client without kernel receive stamps)."
 import time
 
 import gevent
-from locust import events
 
-from locustfiles.chat import ChatUser  # noqa: F401 - the users of this run
+from locustfiles import engine_counters, llm_run
+from locustfiles.users.chat import ChatUser  # noqa: F401 - the users of this run
 
 BUSY_S, IDLE_S = 0.150, 0.100
 
@@ -20,6 +20,9 @@ def _keep_busy() -> None:
             pass
 
 
-@events.test_start.add_listener
-def _start_busy(environment, **_kwargs) -> None:
-    gevent.spawn(_keep_busy)
+class Busy(llm_run.RunListener):
+    def run_starts(self, run) -> None:
+        gevent.spawn(_keep_busy)
+
+
+llm_run.install(engine_counters.AroundEachRun("chat"), Busy())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tests.in_process  # noqa: F401 - first: Locust imported unpatched, before anything else imports it
+
 import json
 import os
 import shutil

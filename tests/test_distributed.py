@@ -99,7 +99,7 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     assert len(lost) == 1 and lost.loc[0, "lost_at"] > 0
     loss = lost.iloc[0]
     victim_host, survivor = f"laptop-{workers.index(victim)}", f"laptop-{1 - workers.index(victim)}"
-    assert loss["client_host"] == victim_host and loss["client_pid"] == victim.pid  # from its own records
+    assert loss["client_host"] == victim_host and loss["client_pid"] == victim.pid  # as it said when it joined
     records = load_records(out)
     measured = records[records["scenario"] != "warmup"]
     assert (measured["phase"] == "burst-2").sum() >= 2 * 5  # the run went on after the loss
@@ -122,6 +122,28 @@ def test_a_killed_worker_leaves_the_master_running_and_the_loss_reported(start_s
     if len(after):
         assert f"; {survivor} ({len(after)} record{'s' if len(after) > 1 else ''} sent after the loss) carried the rest " \
                f"of {loss['phase']}." in said, said
+
+
+def test_a_worker_killed_before_its_first_record_is_named_by_its_client_host(start_sim, tmp_path):
+    sim = start_sim(decode_tps=100.0)
+    out, port = tmp_path / "run", free_port()
+    out.mkdir()
+    master = start_master(sim.url, out, port, ["--only", "chat", "--runs", "4"])
+    workers = [start_worker(port, tmp_path / f"worker{i}.log", client_host=f"laptop-{i}") for i in range(2)]
+    try:
+        holder = _worker_holding_the_chat_user(out, workers)
+        idle = next(worker for worker in workers if worker is not holder)  # no user: it never made a record
+        os.kill(idle.pid, signal.SIGKILL)
+        assert master.wait(timeout=240) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    finally:
+        for process in [master, *workers]:
+            process.kill()
+    lost = read_jsonl(out / "lost-workers.jsonl")[0]
+    name = f"laptop-{workers.index(idle)}"  # said by the worker itself as it joined
+    said = [(loss["client_host"], loss["client_pid"], loss["records_received"]) for loss in lost]
+    assert said == [(name, idle.pid, 0)]
+    assert f"- **{name}** was lost at " in (out / "summary.md").read_text()
+    assert not list(out.glob(f"worker-{name}-*.jsonl"))  # it wrote no record of its own either
 
 
 def _worker_holding_the_chat_user(out: Path, workers: list[subprocess.Popen]) -> subprocess.Popen:

@@ -4,17 +4,17 @@ README or docs/, the README stays a short guide, and every fact the code cites l
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
 import simengine.config
 from bench_tasks.record import COLUMNS
 from llm_bench.cli import build_parser
+from locustfiles import llm_run
 from tests.conftest import ROOT
 
 README_MAX_LINES = 250
@@ -45,22 +45,14 @@ def long_flags(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def locust_options() -> set[str]:
-    """The options llm-bench adds to Locust's parser (in a child: importing Locust patches the process)."""
-    script = """
-import json
-import locustfiles.options
-from locust import events
-from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
-def flags(with_ours):
-    parser = get_empty_argument_parser()
-    setup_parser_arguments(parser)
-    if with_ours:
-        events.init_command_line_parser.fire(parser=parser)
-    return {f for a in parser._actions for f in a.option_strings}
-print(json.dumps(sorted(flags(True) - flags(False))))
-"""
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
-    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+    """The options llm-bench adds to Locust's parser (llm_run.add_options, what the runnable locustfiles add)."""
+    def flags(with_ours: bool) -> set[str]:
+        parser = get_empty_argument_parser()
+        setup_parser_arguments(parser)
+        if with_ours:
+            llm_run.add_options(parser)
+        return {f for a in parser._actions for f in a.option_strings}
+    return flags(True) - flags(False)
 
 
 def test_the_readme_guides_in_at_most_250_lines():

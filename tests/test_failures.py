@@ -1,26 +1,35 @@
 """A failure is loud, quick and complete: one injected at each place a run can break ends the run well
 under a minute, with a one-line cause, a non-zero exit, the records so far kept and the report marked.
 
-Failures are injected by small locustfiles (tests/locustfiles_for_tests/) run with `locust` directly, and
-by servers whose answers to the set-up requests are odd, through the command line."""
+Failures are injected into runs of Locust in the test's own process (tests/in_process.py), by servers whose
+answers to the set-up requests are odd, through the command line, and (a Locust too stuck to watch itself)
+by a small locustfile (tests/locustfiles_for_tests/) run by the command line."""
 
 from __future__ import annotations
 
+import errno
+import itertools
 import json
+import os
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import gevent
 import pytest
 
 from bench_tasks import engine, run_failure
 from bench_tasks.records_file import read_jsonl
 from llm_bench import headless, progress
+from locustfiles import llm_run, sink
+from locustfiles.shapes.suite import SuiteShape
+from locustfiles.sink import RecordsSink
+from locustfiles.users.burst import BurstUser
+from locustfiles.users.chat import ChatQuestionUser
+from tests import in_process
 from tests.conftest import ROOT, load_records, run_cli
-from tests.test_distributed import free_port, start_master, start_worker
 
 INJECTED = ROOT / "tests" / "locustfiles_for_tests"
 FAST_S = 60  # every injected failure ends its run well under this
@@ -208,68 +217,170 @@ def test_profile_sets_that_are_missing_or_broken_say_so_in_one_line(tmp_path):
     assert sorted(engine.load_profiles()) == ["generic", "llamacpp", "ollama", "sglang", "sim", "vllm"]
 
 
-# -- inside Locust: a failure injected at each place, `locust` run directly --
+# -- inside Locust: a failure injected at each place, in the test's own Locust (tests/in_process.py) --
 
-INJECTIONS = {
-    "missing_profiles": ("on_start of ChatQuestionUser",
+class Suite(SuiteShape):
+    users = {"chat": ChatQuestionUser, "burst": BurstUser}
+
+
+class BrokenChatUser(ChatQuestionUser):
+    def run_job(self, job) -> None:
+        if job.index == 1:
+            raise ZeroDivisionError("injected in a task")
+        super().run_job(job)
+
+
+class BrokenChatSuite(SuiteShape):
+    """The suite whose chat user raises in its second job (mid-suite, after records were written)."""
+
+    users = {"chat": BrokenChatUser, "burst": BurstUser}
+
+
+class BrokenSuite(Suite):
+    """The suite whose shape raises in tick once the burst phase has begun."""
+
+    def tick(self):
+        phase = self.coordinator and self.coordinator.phase
+        if phase is not None and phase.scenario == "burst":
+            raise LookupError("injected in the shape's tick")
+        return super().tick()
+
+
+class StuckChatUser(ChatQuestionUser):
+    """Takes its second job and never finishes it (no request, no byte)."""
+
+    def run_job(self, job) -> None:
+        if job.index == 1:
+            gevent.sleep(3600)
+        super().run_job(job)
+
+
+class StuckSuite(SuiteShape):
+    users = {"chat": StuckChatUser}
+
+
+def raising_at(n: int):
+    """A listener of Locust's request event (one a user adds) that raises at the ``n``-th request; Locust
+    itself would log the exception and go on."""
+    requests = itertools.count(1)
+
+    def count_requests(**_kwargs) -> None:
+        if next(requests) == n:
+            raise RuntimeError("injected in a listener")
+    return count_requests
+
+
+def explode_later() -> None:
+    gevent.sleep(3.0)
+    raise ValueError("injected in a greenlet")
+
+
+class ExplodingGreenlet(llm_run.RunListener):
+    """A greenlet of the user's own that dies of an exception three seconds into the run (gevent would print
+    it and go on)."""
+
+    def run_starts(self, run) -> None:
+        gevent.spawn(explode_later)
+
+
+def profiles_gone(monkeypatch, environment) -> None:
+    monkeypatch.setattr(engine, "PROFILES_PACKAGE", "configs_that_were_not_installed")
+
+
+def listener_raising(monkeypatch, environment) -> None:
+    environment.events.request.add_listener(raising_at(4))
+
+
+def disk_full_at_the_fifth_record(monkeypatch, environment) -> None:
+    add = RecordsSink.add
+
+    def add_until_the_disk_is_full(self, row: dict) -> None:
+        if self.count >= 4:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        add(self, row)
+
+    monkeypatch.setattr(RecordsSink, "add", add_until_the_disk_is_full)
+
+
+def nothing(monkeypatch, environment) -> None:
+    pass
+
+
+HERE = "tests/test_failures.py:"
+INJECTIONS = {  # what is broken, how -> (shape, listeners, during, cause, where)
+    "missing_profiles": (Suite, (), profiles_gone, "on_start of ChatQuestionUser",
                          "ProfileError: the engine profiles are not installed (no package "
                          "'configs_that_were_not_installed'); reinstall llm-bench", "bench_tasks/engine.py:"),
-    "failing_task": ("task work of BrokenChatUser", "ZeroDivisionError: injected in a task", "failing_task.py:"),
-    "raising_listener": ("listener count_requests of Locust's request event", "RuntimeError: injected in a listener",
-                         "raising_listener.py:"),
-    "raising_greenlet": ("greenlet explode_later", "ValueError: injected in a greenlet", "raising_greenlet.py:"),
-    "failing_shape": ("tick of BrokenSuite", "LookupError: injected in the shape's tick", "failing_shape.py:"),
-    "failing_sink": ("task work of ChatQuestionUser", "OSError: [Errno 28] No space left on device",
-                     "failing_sink.py:"),
+    "failing_task": (BrokenChatSuite, (), nothing, "task work of BrokenChatUser",
+                     "ZeroDivisionError: injected in a task", HERE),
+    "raising_listener": (Suite, (), listener_raising,
+                         "listener raising_at.<locals>.count_requests of Locust's request event",
+                         "RuntimeError: injected in a listener", HERE),
+    "raising_greenlet": (Suite, (ExplodingGreenlet(),), nothing, "greenlet explode_later",
+                         "ValueError: injected in a greenlet", HERE),
+    "failing_shape": (BrokenSuite, (), nothing, "tick of BrokenSuite", "LookupError: injected in the shape's tick",
+                      HERE),
+    "failing_sink": (Suite, (), disk_full_at_the_fifth_record, "task work of ChatQuestionUser",
+                     "OSError: [Errno 28] No space left on device", HERE),
 }
 
 
-def run_locust(locustfile: str, url: str, out: Path, *options: str) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "locust", "-f", str(INJECTED / f"{locustfile}.py"), "--headless",
-                             "--host", url, "--out", str(out), *options], capture_output=True, text=True,
-                            timeout=FAST_S * 2, cwd=out.parent)
-    return result, time.perf_counter() - started
+def failed_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("llm-bench: the run failed")]
 
 
-@pytest.mark.parametrize("locustfile", list(INJECTIONS))
-def test_a_failure_injected_into_a_run_ends_it_loudly(start_sim, tmp_path, locustfile):
-    during, cause, where = INJECTIONS[locustfile]
+@pytest.mark.parametrize("injected", list(INJECTIONS))
+def test_a_failure_injected_into_a_run_ends_it_loudly(start_sim, tmp_path, monkeypatch, caplog, injected):
+    shape, listeners, inject, during, cause, where = INJECTIONS[injected]
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
-    result, took_s = run_locust(locustfile, sim.url, out, "--only", "chat,burst", "--runs", "2", "--bursts", "2",
-                                "--no-llm-report")
-    assert result.returncode == run_failure.EXIT_CODE and took_s < FAST_S, (took_s, result.stderr[-3000:])
+    argv = ["--host", sim.url, "--out", str(out), "--only", "chat,burst", "--runs", "2", "--bursts", "2",
+            "--no-llm-report"]
+    started = time.perf_counter()
+    with in_process.local(argv, list(shape.users.values()), shape, listeners=listeners) as run:
+        inject(monkeypatch, run.environment)
+        run.start()
+        run.wait(FAST_S)
+    assert time.perf_counter() - started < FAST_S and run.environment.process_exit_code == run_failure.EXIT_CODE
     failure = json.loads((out / "failure.json").read_text())
     assert (failure["cause"], failure["during"]) == (cause, during)
     assert where in failure["where"] and failure["traceback"] == "failure.txt"
-    lines = [line for line in result.stderr.splitlines() if "llm-bench: the run failed" in line]
+    lines = failed_lines(caplog)
     assert len(lines) == 1 and f"({failure['where']}, during {during}); traceback in " in lines[0], lines
-    if locustfile != "missing_profiles":  # it failed before its first request
+    if injected != "missing_profiles":  # it failed before its first request
         records = load_records(out)
         assert (out / "requests.csv").exists() and len(records[records["scenario"] != "warmup"]) >= 1
 
 
-def test_a_failed_run_s_report_says_why_at_the_top_of_its_warnings(start_sim, tmp_path):
+def test_a_failed_run_s_report_says_why_at_the_top_of_its_warnings(start_sim, tmp_path, monkeypatch):
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
-    result, took_s = run_locust("failing_task", sim.url, out, "--only", "chat", "--runs", "2")  # report written
-    assert result.returncode == run_failure.EXIT_CODE and took_s < FAST_S, result.stderr[-3000:]
-    # Written once: the failure and the quit both stop the run, with the same records.
-    assert result.stderr.count("llm-bench: report written to") == 1, result.stderr[-3000:]
-    summary = (out / "summary.md").read_text()
-    assert ("**Incomplete run: the run failed**: ZeroDivisionError: injected in a task "
-            f"({INJECTED / 'failing_task.py'}:11 in run_job, during task work of BrokenChatUser)") in summary
-    result = run_cli("report", str(out))  # the report written again later says the same
-    assert result.returncode == 0 and "the run failed" in (out / "summary.md").read_text()
+    reports = []
+    monkeypatch.setattr(sink, "_write_report", lambda out_dir: reports.append(out_dir))  # written below, once
+    with in_process.local(["--host", sim.url, "--out", str(out), "--only", "chat", "--runs", "2"],
+                          [BrokenChatUser], BrokenChatSuite) as run:
+        run.start()
+        run.wait(FAST_S)
+    assert run.environment.process_exit_code == run_failure.EXIT_CODE
+    # Asked for once: the failure and the quit both stop the run, with the same records.
+    assert reports == [out.resolve()]
+    result = run_cli("report", str(out))  # as the run's own report does: `llm-bench report DIR`
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = next(line for line in (out / "summary.md").read_text().splitlines() if "the run failed" in line)
+    assert said.startswith("**Incomplete run: the run failed**: ZeroDivisionError: injected in a task ("), said
+    assert (f"test_failures.py:{BrokenChatUser.run_job.__code__.co_firstlineno + 2} in run_job, "
+            "during task work of BrokenChatUser); the traceback is in `failure.txt`") in said, said
 
 
 @pytest.mark.slow  # two runs: 7 s
 def test_a_new_run_in_the_same_directory_has_not_failed(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
-    failed, _ = run_locust("failing_task", sim.url, out, "--only", "chat", "--runs", "2", "--no-llm-report")
-    assert failed.returncode == run_failure.EXIT_CODE
+    with in_process.local(["--host", sim.url, "--out", str(out), "--only", "chat", "--runs", "2",
+                           "--no-llm-report"], [BrokenChatUser], BrokenChatSuite) as run:
+        run.start()
+        run.wait(FAST_S)
+    assert run.environment.process_exit_code == run_failure.EXIT_CODE
     fine = run_cli("quick", "--host", sim.url, "--only", "chat", "--runs", "1", "--out", str(out))
     assert fine.returncode == 0, fine.stderr[-3000:]
     assert not (out / "failure.json").exists() and "the run failed" not in (out / "summary.md").read_text()
@@ -280,9 +391,11 @@ def test_a_new_run_in_the_same_directory_has_not_failed(start_sim, tmp_path):
 def test_a_run_that_stops_moving_is_ended_by_its_stall_watchdog(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
     out = tmp_path / "run"
-    result, took_s = run_locust("stalling_user", sim.url, out, "--only", "chat", "--runs", "2", "--read-timeout", "1",
-                                "--no-llm-report")
-    assert result.returncode == run_failure.EXIT_CODE and took_s < FAST_S, (took_s, result.stderr[-3000:])
+    with in_process.local(["--host", sim.url, "--out", str(out), "--only", "chat", "--runs", "2",
+                           "--read-timeout", "1", "--no-llm-report"], [StuckChatUser], StuckSuite) as run:
+        run.start()
+        run.wait(FAST_S)
+    assert run.environment.process_exit_code == run_failure.EXIT_CODE
     failure = json.loads((out / "failure.json").read_text())
     assert failure["during"] == "the stall watchdog of StuckSuite"
     assert failure["cause"].startswith("Stalled: no progress for 1"), failure  # 13 s and a tick
@@ -309,31 +422,23 @@ def test_a_wedged_locust_is_stopped_by_the_command_line_s_backstop(start_sim, tm
     assert "The last lines of locust.log" in (out / "failure.txt").read_text()
 
 
-@pytest.mark.slow  # a master and a worker: 5 s
-def test_a_worker_s_failure_ends_the_whole_distributed_run_with_its_cause(start_sim, tmp_path):
+def test_a_worker_s_failure_ends_the_whole_distributed_run_with_its_cause(start_sim, tmp_path, caplog):
     sim = start_sim(decode_tps=400.0)
-    out, port = tmp_path / "run", free_port()
-    out.mkdir()
-    locustfile = INJECTED / "failing_task.py"
+    out = tmp_path / "run"
     started = time.perf_counter()
-    master = start_master(sim.url, out, port, ["--only", "chat", "--runs", "2", "--no-llm-report"], workers=1,
-                          locustfile=locustfile)
-    worker = start_worker(port, tmp_path / "worker.log", locustfile=locustfile)
-    try:
-        code = master.wait(timeout=FAST_S)
-        took_s = time.perf_counter() - started
-        worker_code = worker.wait(timeout=30)
-    finally:
-        for process in (master, worker):
-            process.kill()
-    log = (tmp_path / "master.log").read_text()
-    assert code == run_failure.EXIT_CODE and took_s < FAST_S, log[-3000:]
-    assert worker_code == run_failure.EXIT_CODE, (tmp_path / "worker.log").read_text()[-3000:]
+    with in_process.distributed(["--host", sim.url, "--out", str(out), "--only", "chat", "--runs", "2",
+                                 "--no-llm-report"], [BrokenChatUser], BrokenChatSuite, workers=1) as (master, workers):
+        master.start()
+        master.wait(FAST_S)
+        in_process.until(workers[0].ended, 30)
+    assert time.perf_counter() - started < FAST_S
+    assert master.environment.process_exit_code == workers[0].environment.process_exit_code == run_failure.EXIT_CODE
     failure = json.loads((out / "failure.json").read_text())
     assert failure["cause"] == "ZeroDivisionError: injected in a task"
-    assert failure["during"].startswith("task work of BrokenChatUser on worker ")
+    assert failure["during"] == f"task work of BrokenChatUser on worker {workers[0].runner.client_id}"
     assert "Traceback (most recent call last)" in (out / "failure.txt").read_text()  # the worker's, on the master
-    assert sum("llm-bench: the run failed" in line for line in log.splitlines()) == 1
+    lines = failed_lines(caplog)  # the worker's line points to the master's --out; the master's to its files
+    assert [line.endswith("traceback in the master's --out") for line in lines] == [True, False], lines
     assert len(load_records(out).query("scenario == 'chat'")) == 1 and (out / "requests.csv").exists()
 
 
@@ -344,5 +449,5 @@ def test_llm_bench_locustfile_prints_a_path_or_lists_them(tmp_path):
     assert one.returncode == 0 and one.stdout == f"{ROOT / 'locustfiles' / 'quick_suite.py'}\n"
     listed = run_cli("locustfile", cwd=tmp_path)
     assert listed.returncode == 0 and "quick_suite  The quick suite: chat, fresh prompts" in listed.stdout
-    unknown = run_cli("locustfile", "phased_shape", cwd=tmp_path)
-    assert unknown.returncode == 2 and unknown.stderr.startswith("llm-bench: error: no locustfile 'phased_shape'")
+    unknown = run_cli("locustfile", "llm_run", cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("llm-bench: error: no locustfile 'llm_run'")

@@ -1,5 +1,7 @@
 """Servers misbehave: every fault is recorded as a failed request with its exact error class, and the
-run goes on. The simulated engine injects each fault into every request (fault_rate 1)."""
+run goes on. The simulated engine injects each fault into every request (fault_rate 1); the runs are Locust
+runs in this process (tests/in_process.py), and what the command prints is made from their records as the
+command makes it."""
 
 from __future__ import annotations
 
@@ -8,13 +10,22 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 import simengine
-from analysis.overview import overview
+from analysis import study
+from analysis.overview import format_overview, overview
 from analysis.records import has_flag
+from bench_tasks.records_file import read_jsonl
+from locustfiles import engine_counters
+from locustfiles.shapes.suite import SuiteShape
+from locustfiles.users.agent import AgentUser
+from locustfiles.users.burst import BurstUser
+from locustfiles.users.chat import ChatQuestionUser, ChatUser
+from locustfiles.users.prompt import PromptUser
+from tests import in_process
 from tests.conftest import ROOT, load_records, read_truth, run_cli
 
 # fault kind -> (error class, or "" for a request that must still succeed)
@@ -41,39 +52,56 @@ SCENARIOS = ("chat", "agent", "burst")
 READ_WHOLE = tuple(kind for kind, error in FAULTS.items() if not error and kind != "buffered")
 READ_WHOLE_TPS = 100.0
 IN_THE_LOOP = ("malformed", "http429")  # a broken stream and a refusal: the rest are slow
+RUN_S = 120
+
+
+class Faults(SuiteShape):
+    users = {"chat": ChatQuestionUser, "agent": AgentUser, "burst": BurstUser}
+
+
+def measure(url: str, out: Path, argv: list[str], shape=Faults, users=None, listeners: tuple = (), during=None):
+    """A headless run in this process against ``url``, to its end (``during(run)`` while it goes); its Locust
+    run (its process exit code: None when nothing failed)."""
+    with in_process.local(["--host", url, "--out", str(out), "--no-llm-report", *argv],
+                          users or list(shape.users.values()), shape, listeners=listeners) as run:
+        run.start()
+        if during is not None:
+            during(run)
+        run.wait(RUN_S)
+    return run
+
+
+def printed(records) -> str:
+    """What the command prints under a run: the phases' figures and the warnings (llm_bench/cli.py)."""
+    return "\n".join([format_overview(overview(records)), *study.warnings(records)])
 
 
 @pytest.fixture(scope="module")
 def fault_runs(request, tmp_path_factory):
-    """Each selected kind's run against its own simulated engine, two at a time: a run mostly waits (on its
-    phases, its engine, its report), so two share the machine's two cores without crowding either."""
+    """Each selected kind's run against its own simulated engine, one after the other (runs of one event loop
+    side by side would delay each other's reads, which a stream's bunching flag would show)."""
     selected = [getattr(item, "callspec", None) for item in request.session.items if item.module is request.module]
     kinds = [spec.params["kind"] for spec in selected if spec and "kind" in spec.params]
-    sims = {}
-
-    def run(kind):
+    runs = {}
+    for kind in kinds:
         directory = tmp_path_factory.mktemp(f"fault-{kind}")
-        sims[kind] = sim = simengine.start_process(simengine.SimConfig(
+        sim = simengine.start_process(simengine.SimConfig(
             port=0, truth_log=str(directory / "truth.jsonl"), fault_rate=1.0, fault_kinds=(kind,), stall_s=5.0,
             decode_tps=READ_WHOLE_TPS if kind in READ_WHOLE else 400.0))
-        out = directory / "run"
-        result = run_cli("quick", "--host", sim.url, "--only", ",".join(SCENARIOS), "--runs", "1", "--bursts", "2",
-                         "--read-timeout", "1", "--out", str(out))
-        return directory / "truth.jsonl", out, result
-
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            yield dict(zip(kinds, pool.map(run, kinds)))
-    finally:
-        for sim in sims.values():
+        try:
+            run = measure(sim.url, directory / "run", ["--only", ",".join(SCENARIOS), "--runs", "1", "--bursts", "2",
+                                                       "--read-timeout", "1"])
+        finally:
             sim.stop()
+        runs[kind] = directory / "truth.jsonl", directory / "run", run.environment.process_exit_code
+    return runs
 
 
 @pytest.mark.parametrize("kind", [kind if kind in IN_THE_LOOP else pytest.param(kind, marks=pytest.mark.slow)
                                   for kind in FAULTS])
 def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(fault_runs, kind):
-    truth_log, out, result = fault_runs[kind]
-    assert result.returncode == 0, result.stderr[-3000:]
+    truth_log, out, exit_code = fault_runs[kind]
+    assert exit_code is None, (out / "failure.json").read_text()
     records = load_records(out)
     measured = records[records["scenario"] != "warmup"]
     assert set(measured["scenario"]) == set(SCENARIOS)
@@ -94,13 +122,13 @@ def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(fault_runs, ki
         streamed = measured[measured["content_events"] >= 3]
         assert len(streamed) >= 3 and has_flag(streamed, "bunched").all()
         assert ((streamed["e2e_s"] - streamed["ttft_s"]) < 0.05).all(), streamed[["ttft_s", "e2e_s"]]
-        assert "arrived in lumps" in result.stdout
+        assert "arrived in lumps" in printed(records)
     else:
         assert not has_flag(measured, "bunched").any(), measured[["phase", "bunched_events"]]
     if kind == "no_usage":
         assert (measured["usage_source"] == "counted").all() and measured["prompt_tokens"].isna().all()
     # The summary counts the failures per phase next to the figures.
-    assert "errors" in result.stdout
+    assert "errors" in printed(records)
 
 
 def test_a_fault_asked_for_by_model_name_as_the_readme_shows(tmp_path):
@@ -111,12 +139,15 @@ def test_a_fault_asked_for_by_model_name_as_the_readme_shows(tmp_path):
     assert len(chat) == 3 and set(chat["error"]) == {"malformed_event"} and (chat["model"] == "fault/malformed").all()
 
 
+class Prompts(SuiteShape):
+    users = {"prompt": PromptUser}
+
+
 def test_prompt_longer_than_the_context_is_context_exceeded(start_sim, tmp_path):
     sim = start_sim(ctx_len=2048, decode_tps=1000.0)
     out = tmp_path / "run"
-    result = run_cli("quick", "--host", sim.url, "--only", "prompt", "--sizes", "1k,4k", "--runs", "1",
-                     "--out", str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
+    run = measure(sim.url, out, ["--only", "prompt", "--sizes", "1k,4k", "--runs", "1"], Prompts)
+    assert run.environment.process_exit_code is None
     records = load_records(out).set_index("phase")
     assert records.loc["prompt-1k", "ok"] and not records.loc["prompt-4k", "ok"]
     assert records.loc["prompt-4k", "error"] == "context_exceeded" and records.loc["prompt-4k", "http_status"] == 400
@@ -125,13 +156,15 @@ def test_prompt_longer_than_the_context_is_context_exceeded(start_sim, tmp_path)
 def test_server_gone_mid_run_is_connect_error_and_the_run_ends(start_sim, tmp_path):
     sim = start_sim(decode_tps=200.0)
     out = tmp_path / "run"
-    cli = subprocess.Popen([sys.executable, "-m", "llm_bench.cli", "run", "chat", "--host", sim.url,
-                            "--requests", "12", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    _wait_for_lines(out / "records.jsonl", 4)  # the warm-up and three answers
-    sim.stop()
-    _stdout, stderr = cli.communicate(timeout=120)
-    assert cli.returncode == 0, stderr[-3000:]
+
+    def stop_the_server(_run) -> None:
+        records = out / "records.jsonl"
+        in_process.until(lambda: records.exists() and len(read_jsonl(records)[0]) >= 4)  # the warm-up, three answers
+        sim.stop()
+
+    run = measure(sim.url, out, ["--requests", "12"], shape=None, users=[ChatUser],
+                  listeners=(engine_counters.AroundEachRun("chat"),), during=stop_the_server)
+    assert run.environment.process_exit_code is None
     records = load_records(out)
     chat = records[records["scenario"] == "chat"]
     assert len(chat) == 12 and chat["ok"].sum() >= 3

@@ -1,4 +1,5 @@
-"""The LLM tab: the live table's figures, and Locust's real web UI serving it during a run."""
+"""The LLM tab: the live table's figures, and Locust's real web UI serving it during a run (in this process,
+tests/in_process.py; and in a browser, from Locust run as a user runs it)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -13,6 +15,10 @@ import pytest
 
 from bench_tasks.live_table import LiveTable
 from llm_bench.headless import free_port
+from locustfiles.shapes.suite import SuiteShape
+from locustfiles.users.burst import BurstUser
+from locustfiles.users.chat import ChatQuestionUser
+from tests import in_process
 from tests.conftest import CHROMIUM_FLAGS, ROOT
 
 
@@ -56,48 +62,76 @@ def get(url: str) -> bytes:
         return response.read()
 
 
+class Suite(SuiteShape):
+    users = {"chat": ChatQuestionUser, "burst": BurstUser}
+
+
+def web_ui(sim, tmp_path):
+    """Locust's web UI in this process (tests/in_process.py), for the suite of chat and bursts."""
+    return in_process.local(["--host", sim.url, "--out", str(tmp_path / "run")], [ChatQuestionUser, BurstUser], Suite,
+                            web_ui=True)
+
+
+def fetch(url: str) -> bytes:
+    return in_process.fetch(get, url)  # from a thread: the web UI answers from this process's event loop
+
+
 @pytest.mark.slow  # a web UI run: 18 s
 def test_web_ui_serves_the_llm_tab_and_fills_it_during_a_run(start_sim, tmp_path):
     sim = start_sim(decode_tps=200.0)
-    ui, base = start_web_ui(sim.url, tmp_path)
-    try:
-        page = _wait(lambda: get(base + "/").decode())
+    with web_ui(sim, tmp_path) as ui:
+        base = ui.url
+        page = fetch(base + "/").decode()
         args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0].rstrip(";"))
         assert args["extended_tabs"] == [{"title": "LLM", "key": "llm"}]
         assert "./llm/requests.csv" in json.dumps(args["extended_csv_files"])
-        start_run(base, sim.url)
+        in_process.fetch(start_run, base, sim.url)
 
         def filled():
-            stats = json.loads(get(base + "/stats/requests"))
+            stats = json.loads(fetch(base + "/stats/requests"))
             rows = {row["phase"]: row for row in stats["extended_stats"][0]["data"]}
-            assert {"chat", "burst-1", "burst-2"} <= set(rows)
-            return rows
+            return rows if {"chat", "burst-1", "burst-2"} <= set(rows) else None
 
-        rows = _wait(filled, timeout_s=90)
+        rows = in_process.until(filled, 90, every_s=0.5)
         assert rows["chat"]["requests"] == 3 and rows["chat"]["errors"] == 0
         assert isinstance(rows["chat"]["ttft_p50_s"], float)
-        csv_text = get(base + "/llm/requests.csv").decode()
+        csv_text = fetch(base + "/llm/requests.csv").decode()
         assert csv_text.splitlines()[0].startswith("scenario,phase,round")
         assert sum(1 for line in csv_text.splitlines() if line.startswith("chat,")) == 3
         assert "./llm/report.html" in json.dumps(args["extended_csv_files"])
         # The suite ends by itself; its report is written into --out and served beside the CSV.
-        report = _wait(lambda: get(base + "/llm/report.html").decode(), timeout_s=120)
+        report = in_process.until(lambda: _answered(base + "/llm/report.html"), 120, every_s=0.5).decode()
         assert "llm-bench summary" in report and "burst-2" in report
         assert (tmp_path / "run" / "summary.md").exists()
         # Start again: the second run's records and report are its own; the first run's are kept aside.
-        start_run(base, sim.url)
+        in_process.fetch(start_run, base, sim.url)
         first = tmp_path / "run" / "earlier-runs" / "1"
+        in_process.until(lambda: (first / "report.html").exists() and (tmp_path / "run" / "report.html").exists(),
+                         120, every_s=0.5)
+        ui.run.sink.quit()  # the second report written (its greenlet waits for `llm-bench report`)
+    for directory in (first, tmp_path / "run"):
+        chat = [line for line in (directory / "requests.csv").read_text().splitlines() if line.startswith("chat,")]
+        assert len(chat) == 3, directory
 
-        def second_report() -> None:
-            assert (first / "report.html").exists() and (tmp_path / "run" / "report.html").exists()
 
-        _wait(second_report, timeout_s=120)
-        for directory in (first, tmp_path / "run"):
-            chat = [line for line in (directory / "requests.csv").read_text().splitlines() if line.startswith("chat,")]
-            assert len(chat) == 3, directory
-    finally:
-        ui.terminate()
-        ui.wait(timeout=30)
+def _answered(url: str) -> bytes | None:
+    def get_or_none() -> bytes | None:
+        try:
+            return get(url)
+        except urllib.error.HTTPError:  # 404: not yet
+            return None
+    return in_process.fetch(get_or_none)
+
+
+def test_a_bad_value_in_the_start_form_fails_the_run_loudly(start_sim, tmp_path):
+    sim = start_sim()
+    with web_ui(sim, tmp_path) as ui:
+        in_process.fetch(start_run, ui.url, sim.url, bursts="2,lots")
+        failure_json = tmp_path / "run" / "failure.json"
+        in_process.until(failure_json.exists)
+    failure = json.loads(failure_json.read_text())
+    assert failure["cause"].startswith("ValueError: --bursts: expected counts like 1,4,12, got '2,lots'"), failure
+    assert "Suite" in failure["during"]
 
 
 def start_web_ui(host: str, tmp_path) -> tuple[subprocess.Popen, str]:
@@ -114,20 +148,6 @@ def start_run(base: str, host: str, **fields) -> None:
     form = urllib.parse.urlencode({"user_count": 1, "spawn_rate": 1, "host": host, "runs": 1,
                                    "only": "chat,burst", "bursts": "1,2", **fields}).encode()
     urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
-
-
-def test_a_bad_value_in_the_start_form_fails_the_run_loudly(start_sim, tmp_path):
-    sim = start_sim()
-    ui, base = start_web_ui(sim.url, tmp_path)
-    try:
-        _wait(lambda: get(base + "/"))
-        start_run(base, sim.url, bursts="2,lots")
-        failure = _wait(lambda: json.loads((tmp_path / "run" / "failure.json").read_text()))
-        assert failure["cause"].startswith("ValueError: --bursts: expected counts like 1,4,12, got '2,lots'"), failure
-        assert "QuickSuite" in failure["during"]
-    finally:
-        ui.terminate()
-        ui.wait(timeout=30)
 
 
 def _wait(probe, timeout_s: float = 30.0):

@@ -50,6 +50,66 @@ def test_an_import_is_seen_wherever_it_is():
     assert names_imported(source, "simengine") == {"os", "simengine", "gevent", "locust"}
 
 
+# -- the Locust glue: nothing happens because a module was imported (locustfiles/llm_run.py) --
+
+AT_IMPORT = {"add_listener", "register_message", "install"}  # calls that register on Locust, or set a run up
+
+
+def calls_at_import(source: str) -> list[str]:
+    """The names in AT_IMPORT that ``source`` reaches for when it is imported (``x.y.name(...)`` or a decorator
+    ``@x.name``, as ``name``): at its top, in a class body, in a decorator or a default value; not inside a
+    function or lambda, which run later."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for at_import in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+                if at_import is not None:
+                    visit(at_import)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in AT_IMPORT:
+            found.append(name)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def glue_modules() -> dict[str, str]:
+    return {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8")
+            for path in sorted((ROOT / "locustfiles").rglob("*.py"))}
+
+
+def test_no_module_of_the_glue_keeps_state_in_a_global():
+    globals_ = {module: [node.names for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Global)]
+                for module, source in glue_modules().items()}
+    assert not {module: names for module, names in globals_.items() if names}, \
+        "a run's state lives on environment.llm (locustfiles/llm_run.py), never in a module's global"
+
+
+def test_only_a_runnable_locustfile_registers_anything_at_import_and_by_one_call():
+    from locustfiles import RUNNABLE
+
+    registered = {module: calls_at_import(source)
+                  for module, source in glue_modules().items()}
+    runnable = {f"locustfiles/{name}.py" for name in RUNNABLE}
+    assert {module: names for module, names in registered.items() if module not in runnable and names} == {}, \
+        "only the runnable locustfiles set a run up at import, by llm_run.install()"
+    assert {module: registered[module] for module in runnable} == {module: ["install"] for module in runnable}
+
+
+def test_a_registration_at_import_is_seen_wherever_it_is():
+    source = ("from locust import events\n@events.test_start.add_listener\ndef a(**kw): pass\n"
+              "class B:\n    events.init.add_listener(print)\n"
+              "def later(x=events.quitting.add_listener(print)):\n    events.test_stop.add_listener(print)\n"
+              "handler = lambda: events.init.add_listener(print)\n")
+    assert calls_at_import(source) == ["add_listener"] * 3
+
+
 def modules_named(path) -> set[str]:
     """The dotted names of the modules a file imports: ``from a.b import c`` names a.b and a.b.c."""
     names = set()

@@ -2,43 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
+from locust.argument_parser import get_parser
 
 from bench_tasks import options
 from llm_bench.cli import build_parser
-
-# Locust's own parser with ours on it, in a process of its own (importing locust monkey-patches the process).
-LOCUST_PARSER = """
-import contextlib, io, json, sys
-from locust.argument_parser import get_parser
-from bench_tasks import options
-parser = get_parser()
-theirs = sorted(parser._option_string_actions)
-for flag, arguments in options.locust_arguments():
-    parser.add_argument(flag, **arguments)
-answers = []
-for argv in json.loads(sys.argv[1]):
-    error = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(error):
-            answers.append(vars(parser.parse_args(argv)))
-    except SystemExit:
-        answers.append(error.getvalue().strip().splitlines()[-1])
-print(json.dumps({"theirs": theirs, "answers": answers}))
-"""
+from locustfiles import llm_run
 
 
 def locust_parse(*argvs: list[str]) -> tuple[list[str], list]:
-    """Locust's own flags, and what its parser (with ours) makes of each argv: the namespace, or its error line."""
-    done = subprocess.run([sys.executable, "-c", LOCUST_PARSER, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=60, check=True)
-    answer = json.loads(done.stdout)
-    return answer["theirs"], [SimpleNamespace(**a) if isinstance(a, dict) else a for a in answer["answers"]]
+    """Locust's own flags, and what its parser (with ours, as llm_run adds them) makes of each argv: the
+    namespace, or its error line."""
+    parser = get_parser(default_config_files=[])
+    theirs = sorted(parser._option_string_actions)
+    llm_run.add_options(parser)
+    answers = []
+    for argv in argvs:
+        error = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(error):
+                answers.append(parser.parse_args(argv))
+        except SystemExit:
+            answers.append(error.getvalue().strip().splitlines()[-1])
+    return theirs, answers
 
 
 def test_locust_defines_none_of_our_flags_and_each_is_declared_once():

@@ -3,17 +3,14 @@ with the kernel's receive stamp where there is one (a real socket)."""
 
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from locustfiles import transport
-from locustfiles.transport import (KERNEL_STAMPS, SO_TIMESTAMPNS, TCP_INFO, _stamped_tcp_socket, kernel_arrival,
-                                  tcp_rtt_s, timed_chunks)
-from tests.conftest import ROOT
+from locustfiles.guard import Guard
+from locustfiles.transport import KERNEL_STAMPS, SO_TIMESTAMPNS, TCP_INFO, kernel_arrival, tcp_rtt_s, timed_chunks
 
 
 class Reads:
@@ -138,7 +135,7 @@ def test_a_late_read_of_a_real_socket_is_stamped_when_the_bytes_arrived():
     listener = socket.create_server(("127.0.0.1", 0))
     sent = {}
     server = _answering(listener, [(0.0, b"data: x\n")], sent)
-    sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
+    sock = transport.Watchers().tcp_socket(socket.AF_INET, socket.SOCK_STREAM, 0)
     sock.connect(listener.getsockname())
     sock.sendall(b"go")
     time.sleep(0.2)  # a busy client: the bytes wait in the kernel
@@ -207,10 +204,11 @@ def _unstamped_read(monkeypatch, hold_loop_s: float) -> tuple[float, float]:
     request; meanwhile a greenlet holds the event loop for ``hold_loop_s`` (0: none). Returns the
     socket's late_bound_s and how late the read really was (its time less the send's)."""
     monkeypatch.setattr(transport, "KERNEL_STAMPS", False)
+    watchers = transport.Watchers().start()  # the loop's turns are watched without kernel stamps
     listener = socket.create_server(("127.0.0.1", 0))
     sent = {}
     server = _answering(listener, [(0.05, b"data: x\n")], sent)
-    sock = _stamped_tcp_socket(None, socket.AF_INET, socket.SOCK_STREAM, 0)
+    sock = watchers.tcp_socket(socket.AF_INET, socket.SOCK_STREAM, 0)
     sock.connect(listener.getsockname())
     sock.sendall(b"go")
     if hold_loop_s:
@@ -220,6 +218,7 @@ def _unstamped_read(monkeypatch, hold_loop_s: float) -> tuple[float, float]:
     assert sock.t_received is None and sock.lateness is None  # dated as the read returns
     bound = sock.late_bound_s
     sock.close()
+    watchers.stop()
     server.join(5)
     listener.close()
     return bound, late_s
@@ -238,18 +237,10 @@ def test_without_kernel_stamps_bytes_that_came_while_the_loop_was_busy_bound_the
     assert late_s <= bound < late_s + 0.080  # at most the busy turn's length (120 ms) more
 
 
-# The guard's judgement, in a process of its own (importing locust monkey-patches the process).
-GUARD_JUDGES = """
-from locustfiles.guard import Guard
-watcher = Guard()
-print([watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.045),
-       watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.035),
-       watcher.untrustworthy(None, t_send=1.0, late_bound_s=None),
-       watcher.untrustworthy(0.0, t_send=1.0, late_bound_s=0.045)])
-"""
-
-
 def test_a_request_whose_reads_were_served_late_is_flagged_by_its_own_reads():
-    judged = subprocess.run([sys.executable, "-c", GUARD_JUDGES], capture_output=True, text=True, check=True, cwd=ROOT)
+    watcher = Guard()
     # 45 ms late: flagged; 35 ms: not; not known and no lag seen: not; kernel stamps: its own stamps judge.
-    assert judged.stdout.split("\n")[-2] == "[True, False, False, False]", judged.stderr[-2000:]
+    assert [watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.045),
+            watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.035),
+            watcher.untrustworthy(None, t_send=1.0, late_bound_s=None),
+            watcher.untrustworthy(0.0, t_send=1.0, late_bound_s=0.045)] == [True, False, False, False]

@@ -160,6 +160,10 @@ class Probe:
             self._answered_at = self.clock()
         self.poll()
 
+    def give_back(self, job: Job) -> None:
+        if self._coordinator is not None and self.phase is not None and job.phase == self.phase.name:
+            self._coordinator.give_back(job)
+
     def forget(self, user: str) -> list[Job]:
         return self._coordinator.forget(user) if self._coordinator is not None else []
 

@@ -6,7 +6,7 @@ questions and records until it has measured the server; the queueing model (``qu
 predicts the knee, and the steps (``steps``) start there with ``Gallop`` (``policy``). With a number
 for ``start``, or when the probe measured too little, the steps climb with ``Ladder`` instead. The
 suite's ``Coordinator`` runs the same protocol, so the same messages carry the search to workers, and
-the same shape drives it (``locustfiles/capacity_shape.py``). ``remaining_s`` says how long it will
+the same shape drives it (``locustfiles/shapes/capacity.py``). ``remaining_s`` says how long it will
 still take (``time_left``). Pure: clock injected, no Locust.
 """
 
@@ -97,6 +97,15 @@ class Search:
             self.poll()
         elif self.steps is not None:
             self.steps.answered(job)
+
+    def give_back(self, job: Job) -> None:
+        """A question handed out that its user will not ask (it stopped first): taken back."""
+        if job.scenario == PROBE:
+            if self.probing:
+                self.probe.give_back(job)
+            self.poll()
+        elif self.steps is not None:
+            self.steps.give_back(job)
 
     def forget(self, user: str) -> list[Job]:
         # A classroom job is handed to the user that asked for it: nothing waits to be picked up. A probe

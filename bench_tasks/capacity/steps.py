@@ -115,6 +115,15 @@ class Steps:
             step.last_answer = self.clock()
         self.poll()
 
+    def give_back(self, job: Job) -> None:
+        """A question handed out that its student will not ask (it stopped first: the class shrank): as if
+        never handed out, so the window waits for no answer to it, nor counts it among its requests."""
+        step = self.step
+        if step is not None and job.phase == step.window and job.index in step.in_flight:
+            step.in_flight.discard(job.index)
+            step.handed -= 1
+        self.poll()
+
     def record(self, row: dict) -> None:
         step = self.step
         if step is not None and row.get("phase") == step.window and row.get("scenario") == SCENARIO:

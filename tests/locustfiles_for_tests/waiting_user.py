@@ -10,7 +10,8 @@ from locust import constant, task
 from locust.exception import StopUser
 
 from bench_tasks import chat
-from locustfiles.llm_user import LLMUser
+from locustfiles import llm_run
+from locustfiles.users.llm_user import LLMUser
 
 
 class WaitingUser(LLMUser):
@@ -31,3 +32,6 @@ class WaitingUser(LLMUser):
         self.stream_chat(record, chat.messages(chat.QUESTIONS[0], self.opening("chat", self.asked)), 16,
                          ignore_eos=True)
         self.asked += 1
+
+
+llm_run.install()

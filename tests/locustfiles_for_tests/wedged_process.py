@@ -2,23 +2,23 @@
 interrupt): the run's own watchdog cannot run, only the command line's backstop can end it."""
 
 import os
+from itertools import count
 
 from locust import task
 
-from locustfiles.chat import ChatUser
+from locustfiles import llm_run
+from locustfiles.users import chat
 
 _r, _w = os.pipe()
-_asked = 0
+_asked = count(1)
 
 
-class WedgedChatUser(ChatUser):
+class WedgedChatUser(chat.ChatUser):
     @task
     def ask(self) -> None:
-        global _asked
-        _asked += 1
-        if _asked == 3:
+        if next(_asked) == 3:
             os.read(_r, 1)  # nothing is ever written: blocks the process, gevent's hub included
         super().ask()
 
 
-ChatUser = None  # noqa: F811 - only the wedged user runs
+llm_run.install()

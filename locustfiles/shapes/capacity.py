@@ -4,7 +4,8 @@ the SLO as its records come in (where they come together: the local runner or th
 ``capacity.jsonl`` gets the search's options, what the probe measured and the model predicted, each
 window's verdict (``extend`` while it cannot tell, ``step`` when it is final) and the result; the
 progress line gets each verdict, and how long the search will still take. A locustfile subclasses it
-with ``users`` = {"classroom": ..., "probe": ...} (capacity.py).
+with ``users`` = {"classroom": ..., "probe": ...} (capacity.py). The search hears every record where they
+come together (the shape is one of the run's listeners: ``recorded``).
 """
 
 from __future__ import annotations
@@ -18,20 +19,15 @@ from bench_tasks.capacity.lines import probe_line, verdict_line
 from bench_tasks.capacity.search import Search
 from bench_tasks.progress_log import ProgressLog
 from bench_tasks.records_file import CAPACITY_JSONL, PROGRESS_JSONL, JsonlWriter
-from locustfiles import options
-from locustfiles.phased_shape import PhasedShape
-from locustfiles.sink import sink
+from locustfiles.llm_run import LLMRun
+from locustfiles.shapes.phased import PhasedShape
 
 
 class CapacityShape(PhasedShape):
     abstract = True
 
-    def listen(self, environment) -> None:
-        super().listen(environment)
-        sink().listeners.append(self._record)
-
-    def coordinate(self, environment, out: Path) -> Search:
-        given = options.of(environment)
+    def coordinate(self, run: LLMRun, out: Path) -> Search:
+        given = run.options
         search = given.search()
         self.progress = ProgressLog(out / PROGRESS_JSONL, [], run="search")
         self.log = JsonlWriter(out / CAPACITY_JSONL)
@@ -44,14 +40,14 @@ class CapacityShape(PhasedShape):
                       max_tokens=given.max_tokens)
 
     def idle_s(self) -> float:
-        return options.of(self.runner.environment).think_time.max_s
+        return self.run.options.think_time.max_s
 
     def tick(self):
         if self.coordinator is not None:
             self.coordinator.poll()  # the windows open and close by the clock, not only on a request
         return super().tick()
 
-    def _record(self, row: dict) -> None:
+    def recorded(self, row: dict) -> None:
         if self.coordinator is not None:
             self.coordinator.record(row)
 

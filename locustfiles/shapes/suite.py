@@ -11,15 +11,16 @@ import gevent
 from bench_tasks.progress_log import ProgressLog
 from bench_tasks.records_file import PROGRESS_JSONL
 from bench_tasks.suite import Coordinator, plan
-from locustfiles import engine_counters, options
-from locustfiles.phased_shape import PhasedShape
+from locustfiles import engine_counters
+from locustfiles.llm_run import LLMRun
+from locustfiles.shapes.phased import PhasedShape
 
 
 class SuiteShape(PhasedShape):
     abstract = True
 
-    def coordinate(self, environment, out: Path) -> Coordinator:
-        phases = plan(options.of(environment).suite(tuple(self.users)))
+    def coordinate(self, run: LLMRun, out: Path) -> Coordinator:
+        phases = plan(run.options.suite(tuple(self.users)))
         self.progress = ProgressLog(out / PROGRESS_JSONL, phases)
         return Coordinator(phases, clock=time.perf_counter, on_enter=self._between_phases, on_take=self.progress.job)
 
@@ -31,7 +32,7 @@ class SuiteShape(PhasedShape):
         try:
             for when, which in (("after", previous), ("before", phase)):
                 if which is not None:
-                    engine_counters.read(self.runner.environment, which.name, when)
+                    engine_counters.read(self.run, which.name, when)
         finally:
             self.coordinator.begin()
             self.progress.phase(phase)

@@ -1,9 +1,9 @@
 """The base LLM user: send one streamed request, measure it, record it.
 
-Everything a workload's locustfile needs is ``self.stream_chat(...)`` or ``self.stream(...)``: the
-request is measured by streamed_request (bench_tasks.stream's Recorder), the record goes to the sink.
-Importing this module brings the Locust glue every LLM run needs: llm-bench's options, the failure
-handling, the saturation guard, the records sink, the web UI's LLM tab and the engine's series.
+Everything a workload's user needs is ``self.stream_chat(...)`` or ``self.stream(...)``: the request is
+measured by streamed_request (bench_tasks.stream's Recorder), the record goes to the run's sink. The
+run (``self.llm``, the environment's LLMRun) holds the options, the server and everything else of the
+run; the runnable locustfile made it (llm_run.install).
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ from bench_tasks.errors import CONNECT_ERROR
 from bench_tasks.payload import CHAT_PATH, chat_body, encode
 from bench_tasks.record import Record
 from bench_tasks.stream import Recorder
-from locustfiles import failure  # noqa: F401 - an exception anywhere in the run ends it, loudly
-from locustfiles import activity, messaging, options, streamed_request
-from locustfiles.sink import sink
-from locustfiles.target import target
-from locustfiles import guard, llm_tab  # noqa: F401,E402 - the guard's listeners; the LLM tab (after the sink)
-from locustfiles import engine_series  # noqa: F401,E402 - the engine's queue and cache, read every second
+from locustfiles import streamed_request, transport
 
 Judge = Callable[[Record, Recorder], None]
 
@@ -36,16 +31,18 @@ class LLMUser(FastHttpUser):
     max_retries = 0
 
     def __init__(self, environment) -> None:
-        self.options = options.of(environment)  # this run's, typed
+        self.llm = environment.llm  # this run's state (llm_run.LLMRun)
+        self.options = self.llm.options  # this run's, typed
         # FastHttpUser builds its connection pool from network_timeout in __init__: set it first.
         self.network_timeout = self.options.read_timeout
         super().__init__(environment)
+        transport.stamp_connections(self.client, self.llm.watchers)
 
     def on_start(self) -> None:
         # A server that answers the set-up requests oddly, or a damaged install (no engine profiles),
         # raises here: Locust's user_error event, and the run fails with the cause (failure.py).
-        self.target = target(self.environment)
-        activity.note()
+        self.target = self.llm.target()
+        self.llm.activity.note()
         self.warm_up()
 
     def warm_up(self) -> None:
@@ -65,12 +62,12 @@ class LLMUser(FastHttpUser):
             scenario=scenario,
             phase=phase,
             user=f"{type(self).__name__}-{id(self) % 100000}",
-            client_host=sink().client_host,
+            client_host=self.llm.sink.client_host,
             client_pid=os.getpid(),
             setup=self.options.setup,
             engine=self.target.profile.name,
             model=self.target.model,
-            clock_offset_s=messaging.clock_offset_s(self.environment),
+            clock_offset_s=self.llm.clock_offset_s(),
             run_mark=self.options.mark,
             mark_repeated=self.options.repeat_mark is not None,
             **labels,
@@ -90,7 +87,7 @@ class LLMUser(FastHttpUser):
         brought back: docs/measurement.md#when-the-server-goes-away)."""
         record.t_start, record.t_send, record.e2e_s = time.time(), time.perf_counter(), 0.0
         record.error, record.error_detail = CONNECT_ERROR, str(exc)[:300]
-        sink().add(record.to_dict())
+        self.llm.sink.add(record.to_dict())
 
     def stream(self, path: str, body: dict, record: Record, judge: Judge | None = None) -> Recorder:
         """Send ``body``, read the stream as it arrives, fill and write ``record``.
@@ -103,5 +100,5 @@ class LLMUser(FastHttpUser):
         if judge is not None:
             judge(record, recorder)
         cache_share.check(record)
-        sink().add(record.to_dict())
+        self.llm.sink.add(record.to_dict())
         return recorder

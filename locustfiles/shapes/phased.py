@@ -1,16 +1,19 @@
 """Phases inside Locust: a LoadTestShape that follows a coordinator.
 
 The shape runs where the coordinator lives (the local runner, or the master) and asks, every tick,
-for as many users of the current phase's class as the phase needs. Users pull jobs (job_user.py).
+for as many users of the current phase's class as the phase needs. Users pull jobs (users/job_user.py).
 When the coordinator is done the shape ramps to zero, waits past a worker report interval so every
 record reaches the master, and ends the run. Two coordinators drive it: the quick suite's plan
-(suite_shape.py) and the capacity search (capacity_shape.py).
+(shapes/suite.py) and the capacity search (shapes/capacity.py).
 
 An exception in a shape's ``tick``, ``coordinate`` or ``reset_time`` (a subclass's too) fails the
 run (failure.py) instead of silently killing Locust's shape greenlet; and every tick the shape
 checks that the run still moves (activity.py): still for longer than bench_tasks.stall's limit,
 the run fails, saying what it was waiting for. A worker that is lost has its jobs closed
-(messaging.Ledger) and is named in ``lost-workers.jsonl``.
+(messaging.Ledger) and is named in ``lost-workers.jsonl``, by the name it gave as it joined.
+
+A shape serves its coordinator through the run (``run.serve``, llm_run.py) when each run begins, and
+is one of the run's listeners (llm_run.RunListener): it hears when the run stops, and each record.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from locust.runners import MasterRunner
 from bench_tasks import stall
 from bench_tasks.progress_log import ProgressLog
 from bench_tasks.records_file import LOST_WORKERS_JSONL, JsonlWriter
-from locustfiles import activity, failure, messaging, options
-from locustfiles.sink import sink
+from locustfiles import failure
+from locustfiles.llm_run import LLMRun, RunListener
 
 # Locust workers report every 3 s (docs/locust.md#worker-report-interval): wait longer before stopping.
 REPORT_WAIT_S = 3.5
@@ -37,7 +40,7 @@ class Stalled(Exception):
     """The run has not moved for longer than bench_tasks.stall's limit."""
 
 
-class PhasedShape(LoadTestShape):
+class PhasedShape(LoadTestShape, RunListener):
     """Subclasses set ``users`` (scenario -> User class) and build their coordinator in ``coordinate``."""
 
     abstract = True
@@ -58,7 +61,6 @@ class PhasedShape(LoadTestShape):
         self.finished_at: float | None = None
         self._running_class: type | None = None
         self._last_tick: tuple | None = None
-        self._listening = False
 
     @failure.guarded("reset_time")
     def reset_time(self) -> None:
@@ -66,22 +68,18 @@ class PhasedShape(LoadTestShape):
         super().reset_time()
         if self.coordinator is not None and not self.coordinator.finished and not self.stopped:
             return
-        environment = self.runner.environment
-        if not self._listening:
-            self._listening = True
-            self.listen(environment)
+        run = self.run
         self.finished_at, self.stopped, self._running_class, self._last_tick = None, False, None, None
-        sink().start_new_run()  # before this run's first file is opened (test_start comes later)
-        activity.note()
-        self.coordinator = self.coordinate(environment, Path(environment.parsed_options.out))
+        run.begin()  # before this run's first file is opened (Locust's test_start comes later)
+        self.coordinator = self.coordinate(run, Path(run.environment.parsed_options.out))
         if self.coordinator is not None:  # else coordinate failed, and so did the run
-            messaging.serve(environment, self.coordinator)
+            run.serve(self.coordinator)
 
-    def listen(self, environment) -> None:
-        """Once, before the first run: the events the shape follows."""
-        environment.events.test_stop.add_listener(self._on_test_stop)
+    @property
+    def run(self) -> LLMRun:
+        return self.runner.environment.llm
 
-    def coordinate(self, environment, out: Path):
+    def coordinate(self, run: LLMRun, out: Path):
         """This run's coordinator (it sets ``self.progress``, the run's ProgressLog)."""
         raise NotImplementedError
 
@@ -89,12 +87,12 @@ class PhasedShape(LoadTestShape):
         """Seconds the workload is silent by design (a student thinking): added to the stall limit."""
         return 0.0
 
-    def _on_test_stop(self, **_kwargs) -> None:
+    def run_stops(self, run: LLMRun) -> None:
         self.stopped = True
 
     @failure.guarded("tick")
     def tick(self):
-        if failure.failed():
+        if self.run.failure.failed:
             return self.runner.shape_last_tick or (0, 1)  # the failure is stopping the run: change nothing
         if self.coordinator is None:
             self.reset_time()
@@ -116,7 +114,8 @@ class PhasedShape(LoadTestShape):
                     return 0, 100, None
                 self._running_class = user_class
             # A changed spawn rate makes Locust dispatch again, replacing a dead worker's users.
-            self._last_tick = (phase.users, phase.users + 0.001 * len(messaging.ledger.lost_workers), [user_class])
+            lost = len(self.run.desk.ledger.lost_workers) if self.run.desk is not None else 0
+            self._last_tick = (phase.users, phase.users + 0.001 * lost, [user_class])
             return self._last_tick
         if self.finished_at is None:
             self.finished_at = time.perf_counter()
@@ -127,24 +126,25 @@ class PhasedShape(LoadTestShape):
         return None
 
     def _check_progress(self, coordinator) -> None:
-        read_timeout_s = options.of(self.runner.environment).read_timeout
+        read_timeout_s = self.run.options.read_timeout
         limit_s = stall.limit_s(read_timeout_s, self.idle_s())
-        quiet_s = activity.quiet_s()
+        quiet_s = self.run.activity.quiet_s()
         if quiet_s <= limit_s:
             return
         try:
             raise Stalled(f"no progress for {quiet_s:.0f} s ({stall.explained(read_timeout_s, self.idle_s())}): "
                           f"{coordinator.waiting_on()}")
         except Stalled as exc:
-            failure.fail(self.runner.environment, exc, f"the stall watchdog of {type(self).__name__}")
+            self.run.failure.fail(exc, f"the stall watchdog of {type(self).__name__}")
 
     def _close_lost_workers(self) -> None:
-        if not isinstance(self.runner, MasterRunner):
+        desk = self.run.desk
+        if desk is None:
             return
         for worker in self.runner.clients.missing:
-            if worker.id in messaging.ledger.lost_workers:
+            if worker.id in desk.ledger.lost_workers:
                 continue
-            event = messaging.ledger.lose(worker.id, self.coordinator)
+            event = desk.ledger.lose(worker.id, self.coordinator)
             logging.warning("llm-bench: worker %s (client host %s) was lost during %s; closed %d in-flight job(s)",
                             worker.id, event["client_host"] or "unknown", event["phase"] or "the end",
                             event["in_flight_jobs"])
