@@ -68,6 +68,7 @@ class Outcome:
     window_requests: int | None = None  # the faulted window's final verdict: its requests, failed, overdue
     window_failed: int | None = None
     window_overdue: int | None = None
+    overdue: int | None = None  # every window's overdue answers (a job lost on its way to a student that stopped)
     capacity: int | None = None
     why: str = ""
     out: str = ""
@@ -187,7 +188,9 @@ def judge(outcome: Outcome, out: Path, window: str, t_due: float) -> None:
     if end is not None:
         outcome.ended, outcome.end_delay_s = True, end["t"] - t_due
         outcome.capacity, outcome.why = end["capacity"], end["why"]
-    verdict = next((e for e in reversed(events) if e["event"] == "step" and e["phase"] == window), None)
+    steps = [e for e in events if e["event"] == "step"]
+    outcome.overdue = sum(e["overdue"] for e in steps)
+    verdict = next((e for e in reversed(steps) if e["phase"] == window), None)
     if verdict is not None:
         outcome.window_requests, outcome.window_failed = verdict["requests"], verdict["failed"]
         outcome.window_overdue = verdict["overdue"]
@@ -211,7 +214,7 @@ def describe(outcome: Outcome) -> str:
     return (f"{outcome.variant} #{outcome.search:02d}: {state} (exit {outcome.exit_code}); fault in {outcome.window or '-'}"
             f" (requests {outcome.window_requests}, failed {outcome.window_failed}, overdue {outcome.window_overdue});"
             f" end {seconds(outcome.end_delay_s)}, exit {seconds(outcome.exit_delay_s)} after its last overdue answer;"
-            f" capacity {outcome.capacity} ({outcome.why or '-'})")
+            f" capacity {outcome.capacity} ({outcome.why or '-'}), {outcome.overdue} overdue in all its windows")
 
 
 def distribution(values: list[float]) -> str:
