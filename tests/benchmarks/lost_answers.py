@@ -3,8 +3,8 @@
 Each search is a short one (classes from 2 students, a 4 s window, `--read-timeout 3`) against a simulated
 engine of its own, with one fault injected into one judged window (the first or the second, in turn):
 
-- `hang`: the engine never answers the first request that reaches it after the window opened (``POST
-  /sim/never-answer``, simengine's fault `hang`): not a byte, the connection held open;
+- `hang`: the engine never answers the next request that reaches it once the window's first question was
+  handed out (``POST /sim/never-answer``, simengine's fault `hang`): not a byte, the connection held open;
 - `kill`: one of the search's Locust workers is killed (SIGKILL) 1.5 s into the window, its students'
   questions in flight with it;
 
@@ -68,6 +68,7 @@ class Outcome:
     window_requests: int | None = None  # the faulted window's final verdict: its requests, failed, overdue
     window_failed: int | None = None
     window_overdue: int | None = None
+    timed_out: str = ""  # the phases of the requests that failed by their read timeout (the hung one's)
     overdue: int | None = None  # every window's overdue answers (a job lost on its way to a student that stopped)
     capacity: int | None = None
     why: str = ""
@@ -127,13 +128,16 @@ def start_room(room: str, url: str, out: Path) -> list[subprocess.Popen]:
 
 
 def wait_for_window(out: Path, number: int, master: subprocess.Popen, deadline: float) -> str | None:
-    """The name of the ``number``-th judged window once it has opened (None: the search ended first)."""
+    """The name of the ``number``-th judged window once its first question was handed out (None: the search
+    ended first): the next request to reach the engine is then one of the window's, not a question handed
+    out before it opened and sent late."""
     progress = out / "progress.jsonl"
     while time.monotonic() < deadline and master.poll() is None:
         events = read_jsonl(progress)[0] if progress.exists() else []
         windows = list(dict.fromkeys(e["phase"] for e in events
                                      if e.get("event") == "phase" and e["phase"].startswith("class-")))
-        if len(windows) >= number:
+        if len(windows) >= number and any(e.get("event") == "job" and e["phase"] == windows[number - 1]
+                                          for e in events):
             return windows[number - 1]
         time.sleep(0.02)
     return None
@@ -188,6 +192,9 @@ def judge(outcome: Outcome, out: Path, window: str, t_due: float) -> None:
     if end is not None:
         outcome.ended, outcome.end_delay_s = True, end["t"] - t_due
         outcome.capacity, outcome.why = end["capacity"], end["why"]
+    records = out / "records.jsonl"
+    rows = read_jsonl(records)[0] if records.exists() else []
+    outcome.timed_out = ",".join(row["phase"] for row in rows if row.get("error") == "timeout")
     steps = [e for e in events if e["event"] == "step"]
     outcome.overdue = sum(e["overdue"] for e in steps)
     verdict = next((e for e in reversed(steps) if e["phase"] == window), None)
@@ -212,7 +219,7 @@ def describe(outcome: Outcome) -> str:
 
     state = "ended" if outcome.ended else ("NOT INJECTED" if not outcome.injected else "HUNG")
     return (f"{outcome.variant} #{outcome.search:02d}: {state} (exit {outcome.exit_code}); fault in {outcome.window or '-'}"
-            f" (requests {outcome.window_requests}, failed {outcome.window_failed}, overdue {outcome.window_overdue});"
+            f"{f' (timed out: {outcome.timed_out})' if outcome.timed_out else ''} (requests {outcome.window_requests}, failed {outcome.window_failed}, overdue {outcome.window_overdue});"
             f" end {seconds(outcome.end_delay_s)}, exit {seconds(outcome.exit_delay_s)} after its last overdue answer;"
             f" capacity {outcome.capacity} ({outcome.why or '-'}), {outcome.overdue} overdue in all its windows")
 
@@ -247,6 +254,7 @@ def main() -> None:
                         help="a search not ended this long after its last overdue answer is a hang (default 180)")
     parser.add_argument("--out", type=Path, default=None, help="where the searches go (default: a new temp dir)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: each search's processes are stopped too
     work = args.out or Path(tempfile.mkdtemp(prefix="lost-answers-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"searches in {work}", flush=True)
