@@ -244,3 +244,16 @@ def test_a_request_whose_reads_were_served_late_is_flagged_by_its_own_reads():
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.035),
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=None),
             watcher.untrustworthy(0.0, t_send=1.0, late_bound_s=0.045)] == [True, False, False, False]
+
+
+def test_a_timeout_before_the_head_is_a_timeout_though_geventhttpclient_wraps_it():
+    from geventhttpclient.useragent import RetriesExceeded
+
+    from bench_tasks.errors import CLIENT_ERROR, DISCONNECT, TIMEOUT
+    # A server that never answers: the wait for the head times out, and geventhttpclient, out of retries
+    # (Locust asks for none), raises RetriesExceeded carrying the timeout (seen with simengine's fault hang).
+    assert transport.classify(RetriesExceeded("http://x/v1/chat/completions", 0, original=socket.timeout("timed out"))) \
+        == TIMEOUT
+    assert transport.classify(socket.timeout("timed out")) == TIMEOUT
+    assert transport.classify(ConnectionResetError()) == DISCONNECT
+    assert transport.classify(ValueError("a bug")) == CLIENT_ERROR
