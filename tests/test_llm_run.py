@@ -11,7 +11,8 @@ import pytest
 from locust.event import Events
 
 from bench_tasks import engine, slo
-from bench_tasks.capacity import Search, SearchOptions
+from bench_tasks.capacity.search import Search
+from bench_tasks.capacity.search_options import SearchOptions
 from bench_tasks.suite import Coordinator, Job, Phase
 from locustfiles import llm_run
 from locustfiles.shapes.suite import SuiteShape
