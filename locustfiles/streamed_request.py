@@ -54,7 +54,8 @@ def _measure(resp, t_send: float, record: Record, target: Target, sock: transpor
              activity: Activity, decoder: Decoder) -> Recorder:
     """Read one response to its end; the clock starts when the request really left (on ``sock``)."""
     recorder = Recorder(t_send if sock is None else sock.t_sent, target.profile.first_event_tokens, decoder)
-    recorder.headers(transport.received_at(sock))
+    if resp.status_code:  # no head came (a timeout, a dropped connection): no time to the first byte
+        recorder.headers(transport.received_at(sock))
     recorder.rtt_s = transport.tcp_rtt_s(sock)  # once per request: the network's share of the wait
     _read(resp, recorder, record, sock, activity)
     recorder.end(time.perf_counter())

@@ -125,7 +125,10 @@ def tcp_rtt_s(sock: StampedSocket | None) -> float | None:
 
 
 def classify(exc: BaseException) -> str:
-    """The error class (bench_tasks.errors) of an exception raised while connecting or reading."""
+    """The error class (bench_tasks.errors) of an exception raised while connecting or reading. A timeout
+    before the response's head (a server that never answers) comes wrapped: geventhttpclient retries a
+    timed-out request (Locust asks for no retry) and raises RetriesExceeded with the timeout as ``original``."""
+    exc = getattr(exc, "original", None) or exc
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return TIMEOUT
     if isinstance(exc, ConnectionRefusedError) or isinstance(exc, socket.gaierror):

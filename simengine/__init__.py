@@ -12,7 +12,8 @@ Use:
 Endpoints: GET /health, /v1/models, /metrics (vLLM names; gauges vllm:num_requests_running,
 vllm:num_requests_waiting, vllm:kv_cache_usage_perc = tokens held by admitted requests / kv_tokens);
 POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI Responses), /v1/messages (Anthropic
-Messages) (stream or not), /tokenize (llama.cpp `content` or vLLM `prompt`/`messages`).
+Messages) (stream or not), /tokenize (llama.cpp `content` or vLLM `prompt`/`messages`), /sim/never-answer
+(a test's: the next request, or the K-th from now, is never answered; see Faults).
 
 The other APIs (simengine.conversation, simengine.sse): a Responses or Messages request's conversation
 becomes chat messages and tools (instructions or system first; Responses' function_call and
@@ -54,7 +55,9 @@ answers it; a request without a model is served.
 
 Faults, per request with the header `X-Sim-Fault: KIND` or the model `fault/KIND` (listed by
 /v1/models after the served model), or at random (`fault_rate`, `fault_kinds`):
-http500, http429 (Retry-After: 1), non_sse (200 text/html), drop (connection closed after 3 content
+http500, http429 (Retry-After: 1), non_sse (200 text/html), hang (never answered: not a byte sent, the
+connection held open until the client closes it; also the `never_answer`-th request, or the one chosen while
+it runs by POST /sim/never-answer {"after": K}: the K-th from now), drop (connection closed after 3 content
 events), malformed (one invalid-JSON event after 3), error_event (an error event after 3, then
 [DONE]), stall (silent for stall_s or `X-Sim-Stall-S` after 3, then closed), no_done, no_usage,
 keepalive (`: ping` comments between events), crlf (CRLF line endings), split (bytes in small
@@ -85,7 +88,7 @@ n_pauses counting them all. With one token per event a pause's gap is one decode
 How answers end (see simengine.answer): by themselves with an end-of-sequence token, by a `stop`
 string (counted, not sent; text that may begin one held back), or at `max_tokens` / `ignore_eos`.
 `draft_tokens` > 0 speculates as llama.cpp does: one event per token, each step's accepted draft
-tokens written back to back, `timings` with draft_n and draft_n_accepted. Status 499: the client went away first. A line is written just before
+tokens written back to back, `timings` with draft_n and draft_n_accepted. Status 499: the client went away first (a hung request's line, written then, has t_closed). A line is written just before
 its response's last bytes, so a client that has seen the end of a response finds its line.
 """
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 # Faults that shape a 200 stream; the default pool for random injection.
 STREAM_FAULTS = ("drop", "malformed", "error_event", "stall", "no_done", "no_usage", "keepalive", "crlf", "split",
                  "buffered")
-# Faults that replace the whole response.
-RESPONSE_FAULTS = ("http500", "http429", "non_sse")
+# Faults that replace the whole response (hang: none at all, the connection held open).
+RESPONSE_FAULTS = ("http500", "http429", "non_sse", "hang")
 FAULT_KINDS = STREAM_FAULTS + RESPONSE_FAULTS
 FAULT_MODEL_PREFIX = "fault/"  # asking for model fault/KIND injects KIND, like the X-Sim-Fault header
 PREFILL_MODES = ("concurrent", "batched")
@@ -48,6 +48,9 @@ HELP = {
     "answer_tokens_min": "shortest natural answer in tokens",
     "answer_tokens_max": "longest natural answer in tokens",
     "stall_s": "seconds the stall fault stays silent before closing",
+    "never_answer": "the N-th completion request (counted from 1, every API) is never answered: fault hang, "
+                    "nothing sent, the connection held open until the client closes it (0: none; POST "
+                    "/sim/never-answer chooses one while it runs)",
     "reasoning_tokens": "a thinking model: reasoning tokens (delta.reasoning_content; Responses' reasoning_text, "
                         "Messages' thinking) before each chat answer (0: off); a request with chat_template_kwargs "
                         "enable_thinking false gets none",
@@ -82,6 +85,7 @@ class SimConfig:
     answer_tokens_min: int = 40
     answer_tokens_max: int = 160
     stall_s: float = 30.0
+    never_answer: int = 0
     reasoning_tokens: int = 0
     kv_tokens: int = 262144
 
@@ -98,8 +102,8 @@ class SimConfig:
             raise ValueError("draft_tokens (llama.cpp-style, one event per token) needs tokens_per_event 1")
         if self.prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {', '.join(PREFILL_MODES)}")
-        if self.n_batch < 1 or self.kv_tokens < 1 or self.reasoning_tokens < 0:
-            raise ValueError("n_batch and kv_tokens must be at least 1, reasoning_tokens at least 0")
+        if self.n_batch < 1 or self.kv_tokens < 1 or self.reasoning_tokens < 0 or self.never_answer < 0:
+            raise ValueError("n_batch and kv_tokens must be at least 1, reasoning_tokens and never_answer at least 0")
         if not 1 <= self.answer_tokens_min <= self.answer_tokens_max:
             raise ValueError("need 1 <= answer_tokens_min <= answer_tokens_max")
         unknown = set(self.fault_kind_list()) - set(FAULT_KINDS)

@@ -39,6 +39,7 @@ class Router:
         self.fault_kinds = config.fault_kind_list()
         self.id_prefix = os.urandom(3).hex()  # ids stay unique across restarts writing one log
         self.counter = 0
+        self.never_answer = {config.never_answer} if config.never_answer else set()  # request numbers: fault hang
         self.routes = {
             ("GET", "/health"): self.health,
             ("GET", "/v1/models"): self.models,
@@ -48,6 +49,7 @@ class Router:
             ("POST", "/v1/completions"): self.completions,
             ("POST", "/v1/responses"): self.responses,
             ("POST", "/v1/messages"): self.messages,
+            ("POST", "/sim/never-answer"): self.choose_unanswered,
         }
 
     def handle(self, connection: Connection, request: HttpRequest) -> None:
@@ -94,6 +96,15 @@ class Router:
             raise RequestError(400, "give `content`, `prompt` or `messages`")
         tokens = tokenize(text)
         connection.send_json(200, {"count": len(tokens), "max_model_len": self.config.ctx_len, "tokens": tokens})
+
+    def choose_unanswered(self, connection: Connection, request: HttpRequest) -> None:
+        """``{"after": K}`` (default 1): the K-th completion request from now is never answered (fault hang);
+        answers ``{"request": N}``, its number, which ends its request id (``...sim<prefix>NNNNNNN``)."""
+        after = read_json(request).get("after", 1)
+        if not isinstance(after, int) or isinstance(after, bool) or after < 1:
+            raise RequestError(400, "`after` must be a positive integer")
+        self.never_answer.add(self.counter + after)
+        connection.send_json(200, {"request": self.counter + after})
 
     # -- completions --
     def chat_completions(self, connection: Connection, request: HttpRequest) -> None:
@@ -179,6 +190,9 @@ class Router:
         self.engine.submit(generation)
 
     def _pick_fault(self, request: HttpRequest, body: dict) -> str | None:
+        if self.counter in self.never_answer:
+            self.never_answer.discard(self.counter)
+            return "hang"
         model = str(body.get("model") or "")
         asked = request.headers.get("x-sim-fault") or (
             model[len(FAULT_MODEL_PREFIX):] if model.startswith(FAULT_MODEL_PREFIX) else "")
@@ -199,6 +213,9 @@ class Router:
         elif fault == "http429":
             body = error_body("simulated overload (fault http429)", "rate_limit_error", 429)
             self._reject(connection, request, request_id, api, fault, 429, body, {"retry-after": "1"})
+        elif fault == "hang":  # never answered: its line is written when the client gives up on it
+            connection.on_lost = lambda: self.engine.log_rejected(
+                {**rejected_truth(request_id, api, fault, 499, request.t_arrival, None), "t_closed": perf_counter()})
         else:
             html = b"<!DOCTYPE html><html><body><h1>Welcome</h1><p>Not an API.</p></body></html>"
             self.engine.log_rejected(rejected_truth(request_id, api, fault, 200, request.t_arrival, perf_counter()))
@@ -259,7 +276,7 @@ def prompt_text(prompt) -> str:
 
 
 def rejected_truth(request_id: str, api: str, fault: str | None, status: int, t_arrival: float,
-                   t_response: float) -> dict:
+                   t_response: float | None) -> dict:
     return {"request_id": request_id, "api": api, "fault": fault, "status": status, "t_arrival": t_arrival,
             "t_admitted": None, "t_first_byte": t_response, "t_first_token": None, "t_last_token": None, "n_events": 0,
             "prompt_tokens": None, "cached_tokens": None, "completion_tokens": 0, "first_event_tokens": 0,

@@ -220,7 +220,8 @@ def test_a_window_whose_answer_never_comes_is_judged_on_what_came_once_it_is_ove
     now[0] = 15.0 + 37.0
     search.poll()  # overdue: judged on the two that came
     (students, figures), = verdicts
-    assert (students, figures["requests"], figures["overdue"], figures["outcome"]) == (2, 2, 1, slo.MEETS)
+    assert (students, figures["requests"], figures["overdue"], figures["missing"], figures["outcome"]) == \
+        (2, 2, 1, 1, slo.MEETS)
     assert verdict_line(search.slo, 2, figures) == (
         "2 students: TTFT p95 0.10 s (90% CI 0.10–?) (judged on what came: 1 answer(s) overdue): meets on its point "
         "estimate (the interval still straddles the goal)")
@@ -235,6 +236,31 @@ def test_a_window_whose_answer_never_comes_is_judged_on_what_came_once_it_is_ove
         search.record(row(phase=job.phase, students=4, ttft_s=0.1))
         search.done(job)
     assert verdicts[-1][1]["overdue"] == 0 and verdicts[-1][1]["requests"] == 3 and search.finished
+
+
+def test_a_window_that_lost_an_answer_with_a_worker_is_judged_on_what_came_and_says_so():
+    now, verdicts = [0.0], []
+    options = SearchOptions(start=2, max_students=2, settle_s=0.0, step_s=10.0, min_requests=3, max_step_s=10.0,
+                            read_timeout_s=30.0, record_wait_s=7.0)
+    search = Search(options, slo.parse("ttft_p95=0.5"), clock=lambda: now[0],
+                    on_verdict=lambda step, figures: verdicts.append(figures))
+    search.poll()
+    jobs = [search.take("classroom", user) for user in "abc"]
+    now[0] = 10.0
+    search.poll()  # the window closes
+    for job in jobs[:2]:
+        search.record(row(phase=job.phase, students=2, ttft_s=0.1))
+        search.done(job)
+    search.done(jobs[2])  # its worker died: the master closed its question, whose record will never come
+    now[0] = 16.9
+    search.poll()
+    assert verdicts == []  # its record may still be on its way (a worker reports every 3 s)
+    now[0] = 17.0
+    search.poll()
+    (figures,) = verdicts
+    assert (figures["requests"], figures["overdue"], figures["missing"]) == (2, 0, 1) and search.finished
+    assert verdict_line(search.slo, 2, figures).startswith(
+        "2 students: TTFT p95 0.10 s (90% CI 0.10–?) (judged on what came: 1 answer(s) never came): meets")
 
 
 def test_a_window_held_on_to_keeps_the_count_of_its_overdue_answers():

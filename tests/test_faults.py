@@ -36,6 +36,7 @@ FAULTS = {
     "malformed": "malformed_event",
     "error_event": "stream_error",
     "stall": "timeout",
+    "hang": "timeout",  # never answered: the wait for the head times out
     "no_done": "no_done",
     "non_sse": "not_sse",
     "no_usage": "",
@@ -125,6 +126,8 @@ def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(fault_runs, ki
         assert "arrived in lumps" in printed(records)
     else:
         assert not has_flag(measured, "bunched").any(), measured[["phase", "bunched_events"]]
+    if kind == "hang":  # no head came: no time to the first byte either
+        assert measured["ttfb_s"].isna().all() and measured["e2e_s"].notna().all()
     if kind == "no_usage":
         assert (measured["usage_source"] == "counted").all() and measured["prompt_tokens"].isna().all()
     # The summary counts the failures per phase next to the figures.

@@ -403,6 +403,32 @@ def test_split_fragments_arrive_separately(sim):
     assert len(reads) > 16 and b"".join(reads).endswith(b"0\r\n\r\n")
 
 
+def test_a_request_never_answered_is_held_open_silent_until_the_client_closes_it(own_sim):
+    handle = own_sim(never_answer=2)
+    question = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+    def unanswered(path="/v1/chat/completions", **headers) -> bool:
+        try:
+            request(handle.url, "POST", path, question, headers, timeout=0.5)
+        except TimeoutError:  # not a byte, the connection held open
+            return True
+        return False
+
+    assert chat(handle.url)[0] == 200 and unanswered() and chat(handle.url)[0] == 200  # the second alone
+    # One chosen while it runs: the second request from now (a request id ends with its number).
+    status, _, raw, _ = request(handle.url, "POST", "/sim/never-answer", {"after": 2})
+    assert status == 200 and json.loads(raw) == {"request": 5}
+    assert chat(handle.url)[1]["x-request-id"].endswith("0000004")
+    assert unanswered("/v1/messages") and chat(handle.url)[0] == 200
+    assert request(handle.url, "POST", "/sim/never-answer", {"after": 0})[0] == 400
+    assert unanswered(**{"X-Sim-Fault": "hang"})  # asked for by name, as every fault
+    time.sleep(0.2)  # the engine hears the client leave
+    hung = {row["request_id"][-7:]: row for row in truth_rows(handle).values() if row["fault"] == "hang"}
+    assert sorted(hung) == ["0000002", "0000005", "0000007"]  # each logged when its client gave up
+    assert all(row["status"] == 499 and row["t_first_byte"] is None and row["t_closed"] - row["t_arrival"] >= 0.45
+               for row in hung.values())
+
+
 def test_unknown_fault_kind_is_refused(sim):
     assert fault(sim.url, "gremlins")[0] == 400
 

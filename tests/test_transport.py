@@ -292,3 +292,16 @@ def test_a_response_that_came_is_never_sent_again():
     answered = Unanswered(transport.HTTPConnectionClosed("closed"))
     answered.status_code = 200
     assert not transport.closed_before_response(answered, SentOn(1.0, 10.0), 9.99, 10.01)
+
+
+def test_a_timeout_before_the_head_is_a_timeout_though_geventhttpclient_wraps_it():
+    from geventhttpclient.useragent import RetriesExceeded
+
+    from bench_tasks.errors import CLIENT_ERROR, DISCONNECT, TIMEOUT
+    # A server that never answers: the wait for the head times out, and geventhttpclient, out of retries
+    # (Locust asks for none), raises RetriesExceeded carrying the timeout (seen with simengine's fault hang).
+    assert transport.classify(RetriesExceeded("http://x/v1/chat/completions", 0, original=socket.timeout("timed out"))) \
+        == TIMEOUT
+    assert transport.classify(socket.timeout("timed out")) == TIMEOUT
+    assert transport.classify(ConnectionResetError()) == DISCONNECT
+    assert transport.classify(ValueError("a bug")) == CLIENT_ERROR

@@ -48,9 +48,14 @@ def verdict_line(slo: slos.Slo, students: int, figures: dict, again: bool = Fals
     """One line for the progress output, each goal's figure with the interval its verdict rests on:
     ``24 students: TTFT p95 0.83 s (90% CI 0.71–0.97): meets`` (``again``: a refused step will be run
     once more; ``up_to_s``: how long an unsure window may go on). A window judged without its overdue
-    answers says so."""
-    overdue = figures.get("overdue") or 0
-    came = f" (judged on what came: {overdue} answer(s) overdue)" if overdue else ""
+    answers, or without those lost with a worker, says so."""
+    overdue, missing = figures.get("overdue") or 0, figures.get("missing") or 0
+    short = []
+    if overdue:
+        short.append(f"{overdue} answer(s) overdue")
+    if missing > overdue:
+        short.append(f"{missing - overdue} answer(s) never came")
+    came = f" (judged on what came: {', '.join(short)})" if short else ""
     if figures["outcome"] == slos.SATURATED:
         then = "running the class once more" if again else "add workers (--processes or worker machines)"
         return (f"{students} students, {figures['requests']} requests{came}, not judged: {figures['missed'][0]}; "

@@ -16,7 +16,8 @@ No window waits forever: an answer not in by ``read_timeout_s + record_wait_s`` 
 closed is overdue (a question sent before the close has failed by its read timeout by then, or was
 lost with a worker, or on its way), and the window is judged on what came. Its verdict's figures say
 how many answers were overdue (``overdue``, 0 when none was); an overdue answer that comes later is
-not counted. Pure: clock injected, no Locust.
+not counted. ``missing`` counts every question of the window whose record had not come when it was
+judged: the overdue ones, and those lost with a worker (closed when the master noticed the loss). Pure: clock injected, no Locust.
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ class Steps:
         o = self.options
         final = step.held_s >= o.max_step_s
         shrink = shrink_at_limit(step.held_s, o.max_step_s)  # decided now if even that would not tell
-        figures = {**slos.judge(self.slo, step.rows, final=final, shrink=shrink), "overdue": step.overdue}
+        # Its questions whose records never came: overdue, or lost with a worker (closed when the master noticed).
+        missing = max(step.handed - len(step.rows), 0)
+        figures = {**slos.judge(self.slo, step.rows, final=final, shrink=shrink), "overdue": step.overdue,
+                   "missing": missing}
         if figures["outcome"] == slos.UNSURE:
             # Hold on to the window: twice as long gathers about twice the requests, narrowing each interval.
             step.state, step.target_s = WINDOW, min(2 * step.held_s, o.max_step_s)
