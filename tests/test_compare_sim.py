@@ -42,7 +42,7 @@ def test_compare_opens_with_the_studys_tables_and_puts_the_faster_setup_ahead(st
     for table, rows in zip(tables[:3], STUDY_ROWS):
         assert table[0] == ["test", "A", "B", "C"] and [line[0] for line in table[1:]] == rows
         assert all(cell != "–" for line in table[1:] for cell in line)  # every setup measured every test
-    assert "- **A**: sim 12 slots (engine sim, model sim-model; owned by llm-bench-sim, context 163840" in text
+    assert "- **A**: sim 12 slots (engine sim, model sim-model, API chat; owned by llm-bench-sim, context 163840" in text
 
     long = pd.read_csv(tmp_path / "cmp" / "compare.csv")
 
