@@ -91,21 +91,20 @@ class Search:
         return job
 
     def done(self, job: Job) -> None:
-        if job.scenario == PROBE:
-            if self.probing:
-                self.probe.done(job)
-            self.poll()
-        elif self.steps is not None:
-            self.steps.answered(job)
+        self._route(job, lambda probe: probe.done(job), lambda steps: steps.answered(job))
 
     def give_back(self, job: Job) -> None:
         """A question handed out that its user will not ask (it stopped first): taken back."""
+        self._route(job, lambda probe: probe.give_back(job), lambda steps: steps.give_back(job))
+
+    def _route(self, job: Job, to_probe: Callable, to_steps: Callable) -> None:
+        """A probe's job to the probe while it runs (a late one is dropped), a class's to the steps."""
         if job.scenario == PROBE:
             if self.probing:
-                self.probe.give_back(job)
+                to_probe(self.probe)
             self.poll()
         elif self.steps is not None:
-            self.steps.give_back(job)
+            to_steps(self.steps)
 
     def forget(self, user: str) -> list[Job]:
         # A classroom job is handed to the user that asked for it: nothing waits to be picked up. A probe
