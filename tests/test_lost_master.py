@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import orjson
-import pandas as pd
 
 from analysis import load, lost_master
 from bench_tasks.record import Record

@@ -26,7 +26,6 @@ The synthetic directories are kept in WORK (default /tmp/llm-bench-report-scale)
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import shutil
 import statistics
