@@ -35,6 +35,7 @@ RUN, QUICK, CAPACITY, SWEEP = "run", "quick", "capacity", "sweep"  # the llm-ben
 MEASURING = (RUN, QUICK, CAPACITY, SWEEP)
 NONE = "none"  # --slo none: no SLO (a sweep's default)
 CHAT_REQUESTS = "9"  # run chat and run paste: requests when --requests is not given
+MAX_STOP_STRINGS = 4  # OpenAI's limit on `stop`; vLLM refuses every request that sends more (400)
 
 
 def text(value: str) -> str:
@@ -167,6 +168,7 @@ class Option:
     handed_as: str | None = None  # the Locust flag it is handed as, where not its own
     switch: bool = False  # a flag without a value
     repeated: bool = False  # given once per value: a list
+    most: int | None = None  # a repeated option: given at most this many times
     required: tuple[str, ...] = ()  # the commands that require it (Locust falls back on the default)
     command_default: str | None = None  # the commands' default, where it is not Locust's
     secret: bool = False  # never written into settings.json
@@ -218,9 +220,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); each "
            "is opened by the run's mark and a code of its own, so none is read from a cache",
            (RUN,), repeated=True),
-    Option("--stop", text, None, "end each answer at this stop string (OpenAI's `stop`; repeat it for several; "
-           "run paste: the chats' answers)",
-           (RUN,), repeated=True),
+    Option("--stop", text, None, f"end each answer at this stop string (OpenAI's `stop`; repeat it for up to "
+           f"{MAX_STOP_STRINGS}; run paste: the chats' answers)",
+           (RUN,), repeated=True, most=MAX_STOP_STRINGS),
     Option("--size", size, "4k", "run paste: tokens of each pasted document", (RUN,), locust=False, handed=True,
            handed_as="--paste-size"),  # paste.py's --paste-size, the classroom's too
     Option("--max-tokens", positive_int, str(MAX_TOKENS), "max_tokens per answer", (RUN, CAPACITY, SWEEP),
@@ -322,12 +324,26 @@ def _checked(option: Option) -> Callable[[str], str]:
     return check
 
 
+def _at_most(option: Option) -> type[argparse.Action]:
+    """argparse's ``append``, refusing in one usage line the value that goes past ``option.most``."""
+    class AppendAtMost(argparse._AppendAction):
+        def __call__(self, parser, namespace, value, option_string=None):
+            if option.most is not None and len(getattr(namespace, self.dest) or ()) >= option.most:
+                raise argparse.ArgumentError(self, _too_many(option))
+            super().__call__(parser, namespace, value, option_string)
+    return AppendAtMost
+
+
+def _too_many(option: Option) -> str:
+    return f"at most {option.most} (OpenAI's limit: vLLM refuses every request that sends more)"
+
+
 def _arguments(option: Option, default, required: bool = False) -> dict:
     if option.switch:
         return {"action": "store_true", "default": False, "help": option.help}
     shown = f" (default {default})" if default not in (None, "") and not required else ""
     kwargs = {"type": _checked(option), "default": default, "help": option.help + shown}
-    kwargs |= {"action": "append"} if option.repeated else {}
+    kwargs |= {"action": _at_most(option)} if option.repeated else {}
     return kwargs | ({"required": True} if required else {})
 
 
@@ -421,6 +437,8 @@ def value(option: Option, given):
     if option.switch:
         return bool(given)
     if option.repeated:
+        if option.most is not None and len(given or ()) > option.most:
+            raise ValueError(f"{option.flag}: {_too_many(option)}")
         return tuple(_read(option, item) for item in given or ())
     if given is None or (given == "" and option.default is None):  # an empty field of the start form
         return None

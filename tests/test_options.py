@@ -83,6 +83,21 @@ def test_a_bad_value_is_refused_the_same_way_on_every_path(capsys):
             options.values(SimpleNamespace(**{**vars(form), name: text}))
 
 
+def test_more_stop_strings_than_openai_allows_are_refused_before_a_request_on_every_path(capsys):
+    four, five = (["--stop", f"END{n}"] for n in range(4)), (["--stop", f"END{n}"] for n in range(5))
+    four, five = [arg for pair in four for arg in pair], [arg for pair in five for arg in pair]
+    _, (form, kept, refused) = locust_parse([], four, five)
+    assert kept.stop == ["END0", "END1", "END2", "END3"]
+    refused = refused.split(": ", 1)[1]  # after the program's name
+    assert refused == "error: argument --stop: at most 4 (OpenAI's limit: vLLM refuses every request that sends more)"
+    assert build_parser().parse_args(["run", "chat", *four, "--out", "x"]).stop == kept.stop
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["run", "chat", *five, "--out", "x"])
+    assert exit_.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].endswith(refused)
+    with pytest.raises(ValueError, match=r"^--stop: at most 4 "):  # the web UI's form: read when the run starts
+        options.values(SimpleNamespace(**{**vars(form), "stop": [f"END{n}" for n in range(5)]}))
+
+
 def test_run_paste_hands_its_size_to_locust_as_paste_py_s_paste_size():
     cli = build_parser().parse_args(["run", "paste", "--size", "2k", "--requests", "3", "--users", "2", "--out", "x"])
     handed = options.locust_argv(cli, options.RUN)
