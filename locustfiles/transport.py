@@ -124,11 +124,17 @@ def tcp_rtt_s(sock: StampedSocket | None) -> float | None:
     return TCP_INFO_U32.unpack_from(info, TCP_INFO_RTT_AT)[0] / 1e6
 
 
+def cause(exc: BaseException) -> BaseException:
+    """What went wrong, unwrapped: geventhttpclient retries a request that timed out, met a broken pipe or
+    an empty response (Locust asks for no retry) and raises RetriesExceeded with that error as ``original``;
+    any other error comes bare."""
+    return getattr(exc, "original", None) or exc
+
+
 def classify(exc: BaseException) -> str:
-    """The error class (bench_tasks.errors) of an exception raised while connecting or reading. A timeout
-    before the response's head (a server that never answers) comes wrapped: geventhttpclient retries a
-    timed-out request (Locust asks for no retry) and raises RetriesExceeded with the timeout as ``original``."""
-    exc = getattr(exc, "original", None) or exc
+    """The error class (bench_tasks.errors) of an exception raised while connecting or reading (``cause``:
+    a timeout before the response's head, a server that never answers, comes wrapped)."""
+    exc = cause(exc)
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return TIMEOUT
     if isinstance(exc, ConnectionRefusedError) or isinstance(exc, socket.gaierror):
@@ -445,7 +451,7 @@ def closed_before_response(response, sock: StampedSocket | None, t_send: float, 
     is a failed request (``disconnect``), never hidden behind a second send. ``sock``: the socket the
     request went out on (``Watchers.request_socket``), None when it never left.
     """
-    error = getattr(response, "error", None)
+    error = cause(getattr(response, "error", None))
     if response.status_code or not isinstance(error, (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError)):
         return False
     if sock is None or sock.t_first_sent is None or sock.t_first_sent >= t_send:

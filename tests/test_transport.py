@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from geventhttpclient.useragent import RetriesExceeded
 
 from locustfiles import transport
 from locustfiles.activity import Activity
@@ -283,7 +284,11 @@ class SentOn:
     (transport.HTTPConnectionClosed("closed"), SentOn(10.0, 10.0), 10.01, False),  # a new connection
     (transport.HTTPConnectionClosed("closed"), None, 10.01, False),  # never left
     (TimeoutError(), SentOn(1.0, 10.0), 10.01, False),
-], ids=["closed-at-once", "reset-at-once", "closed-later", "fresh-connection", "never-sent", "timeout"])
+    # our bytes met the closed connection (EPIPE): geventhttpclient, out of retries, wraps the broken pipe
+    (RetriesExceeded("http://x/v1/chat/completions", 0, original=BrokenPipeError()), SentOn(1.0, 10.0), 10.01, True),
+    (RetriesExceeded("http://x/v1/chat/completions", 0, original=socket.timeout()), SentOn(1.0, 10.0), 10.01, False),
+], ids=["closed-at-once", "reset-at-once", "closed-later", "fresh-connection", "never-sent", "timeout",
+        "broken-pipe-wrapped", "timeout-wrapped"])
 def test_only_a_kept_alive_connection_closed_within_a_round_trip_of_the_send_is_sent_again(error, sock, now, resent):
     assert transport.closed_before_response(Unanswered(error), sock, 9.99, now) is resent
 
@@ -295,8 +300,6 @@ def test_a_response_that_came_is_never_sent_again():
 
 
 def test_a_timeout_before_the_head_is_a_timeout_though_geventhttpclient_wraps_it():
-    from geventhttpclient.useragent import RetriesExceeded
-
     from bench_tasks.errors import CLIENT_ERROR, DISCONNECT, TIMEOUT
     # A server that never answers: the wait for the head times out, and geventhttpclient, out of retries
     # (Locust asks for none), raises RetriesExceeded carrying the timeout (seen with simengine's fault hang).
