@@ -16,14 +16,17 @@ Policy when an engine cannot be set up: with env CI set the fixture FAILS (error
 fails too, unless LLM_BENCH_SKIP_ENGINES is set: "1"/"all" skips every engine fixture without trying,
 a comma list ("vllm" or "vllm,smollm2") skips those only. CI ignores LLM_BENCH_SKIP_ENGINES.
 
-The hook pytest_collection_finish installs vLLM's venv (first time only, ~4 min) before the first test runs
-when a collected test uses a vLLM fixture, so that one-time install does not count against the per-test
-timeout (pytest-timeout counts fixture setup). A failed install is reported by the fixture, loudly.
+The hook pytest_collection_finish starts installing vLLM's venv (first time only, ~4 min) in the background
+when a collected test uses a vLLM fixture: the other tests run meanwhile, and the vLLM fixtures wait for it
+(within a test's timeout: the install, then vLLM's start, ~5 min of its 10). The install holds the machine
+shared, as a test does (tests/machine.py): an ``alone`` test waits for it. A failed install is reported by
+the fixture, loudly.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import traceback
 from pathlib import Path
 
@@ -36,6 +39,7 @@ __all__ = ["engine_cache_dir", "llamacpp_server", "smollm2_server", "smollm2_ngr
 
 VLLM_FIXTURES = {"vllm_server", "vllm_ngram_server"}
 _prepare_errors: dict[str, BaseException] = {}
+_preparing: dict[str, threading.Thread] = {}  # an engine's install under way in the background
 
 
 def _skip_requested(engine: str) -> bool:
@@ -58,6 +62,8 @@ def _fail(engine: str, exc: BaseException):
 def _start(engine: str, starter):
     if _skip_requested(engine):
         pytest.skip(f"{engine}: skipped by LLM_BENCH_SKIP_ENGINES")
+    if engine in _preparing:
+        _preparing[engine].join()
     if engine in _prepare_errors:
         _fail(engine, _prepare_errors[engine])
     try:
@@ -67,21 +73,39 @@ def _start(engine: str, starter):
 
 
 def pytest_collection_finish(session):
-    """Install the vLLM venv + tiny HF model before the tests run, if any collected test needs vLLM."""
+    """Start installing the vLLM venv + tiny HF model in the background, if any collected test needs vLLM
+    and it is not installed yet."""
     if session.config.option.collectonly or _skip_requested("vllm"):
         return
     if not any(VLLM_FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
         return
-    from .vllm import ensure_tiny_hf_model, ensure_vllm_venv, venv_dir
+    from .vllm import venv_dir
 
     cache = cache_root()
+    if (venv_dir(cache) / ".complete").exists():
+        return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not (venv_dir(cache) / ".complete").exists():
-        reporter.write_line(f"llm-bench engines: installing vLLM into {venv_dir(cache)} (one time, ~4 min)")
+    if reporter is not None:
+        reporter.write_line(f"llm-bench engines: installing vLLM into {venv_dir(cache)} in the background "
+                            "(one time, ~4 min)")
+    _preparing["vllm"] = threading.Thread(target=_install_vllm, args=(cache,), name="vllm-install", daemon=True)
+    _preparing["vllm"].start()
+
+
+def _install_vllm(cache: Path) -> None:
+    """vLLM's venv and the tiny model, made once (a file lock: one xdist worker installs, the others wait)."""
+    from tests.machine import Machine
+
+    from .vllm import ensure_tiny_hf_model, ensure_vllm_venv
+
+    machine = Machine()
+    machine.take(alone=False)  # pip's work is load like a test's: an `alone` test waits until it is done
     try:
         ensure_tiny_hf_model(cache, ensure_vllm_venv(cache))
     except Exception as exc:  # noqa: BLE001 - the vLLM fixtures report it
         _prepare_errors["vllm"] = exc
+    finally:
+        machine.release()
 
 
 @pytest.fixture(scope="session")
