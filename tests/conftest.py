@@ -18,6 +18,7 @@ import simengine
 from analysis.load import load_run
 from tests.engines.cache import cache_root, file_lock
 from tests.machine import Machine
+from tests.engines.fixtures import VLLM_FIXTURES
 from tests.engines.fixtures import (  # noqa: F401 - real engines, started once per session
     engine_cache_dir,
     llamacpp_server,
@@ -52,20 +53,21 @@ def pytest_collection_modifyitems(config, items) -> None:
     share_among_workers(items)
 
 
-# The longest tests, by module: handed out first, while the first worker starts the engines, so that
-# none of them is left to end the run alone (a scheduling hint: a module missing here costs minutes,
-# never a result).
-LONGEST_FIRST = ("test_readme.py", "test_install.py", "test_distributed.py", "test_faults.py", "test_failures.py")
-ALONE_GROUP = "alone-and-engines"
+# The longest tests, by module: handed out first, so that none of them is left to end the run alone (a
+# scheduling hint: a module missing here costs minutes, never a result).
+LONGEST_FIRST = ("test_readme.py", "test_install.py", "test_real_engines.py", "test_distributed.py",
+                 "test_faults.py", "test_failures.py", "test_lost_answers.py", "test_cache_checks.py")
+ALONE_GROUP = "vllm-then-alone"
 
 
 def share_among_workers(items) -> None:
-    """What each pytest-xdist worker (``--dist loadgroup``) runs, in which order. The tests that need the
-    machine alone and every real engine's tests are one group, on one worker: each engine starts once,
-    and the ``alone`` tests run back to back, holding the machine as one block (tests/machine.py). The
-    engines' other tests come first in it: they start the engines (vLLM, a minute) while the machine is
-    shared. A module whose fixtures are made once per module is a group; every other test is handed
-    out on its own, the longest first."""
+    """What each pytest-xdist worker (``--dist loadgroup``) runs, in which order. vLLM's tests and the tests
+    that need the machine alone are one group, on one worker: each vLLM (a minute to start, 4.5 GB) starts
+    once, and the ``alone`` tests run back to back, holding the machine as one block (tests/machine.py).
+    vLLM's other tests come first in it, on a shared machine, while the other workers run the rest.
+    llama.cpp starts in seconds: its tests that share the machine go to any worker, each worker starting
+    the engines it needs. A module whose fixtures are made once per module is a group; every other test is
+    handed out on its own, the longest first."""
     def order(item):
         if _in_alone_group(item):
             return (0, item.get_closest_marker("alone") is not None, 0)
@@ -81,7 +83,7 @@ def share_among_workers(items) -> None:
 
 
 def _in_alone_group(item) -> bool:
-    return item.get_closest_marker("alone") is not None or item.get_closest_marker("engines") is not None
+    return item.get_closest_marker("alone") is not None or bool(VLLM_FIXTURES & set(item.fixturenames))
 
 
 def _has_module_fixture(item) -> bool:
