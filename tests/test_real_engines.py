@@ -56,34 +56,32 @@ def assert_fresh_prompts_uncached_and_agent_cached(records: pd.DataFrame) -> Non
     assert (agent.loc[agent["turn"] >= 2, "cached_tokens"] > 0).all(), agent[["turn", "cached_tokens"]]
 
 
-def test_llamacpp_quick_suite(llamacpp_server, tmp_path):
+def test_llamacpp_quick_suite_then_a_second_run_served_nothing_of_it_and_a_repeat_flagged(llamacpp_server, tmp_path):
+    """The quick suite on llama.cpp, then its chat and burst again: llama.cpp keeps each slot's last prompt (and
+    a host cache of them) until reused, so a run that sent the same texts again was served them
+    (docs/engines.md#llamacpp-prefix-cache). Each run's mark keeps the second fresh; a repeat of the first's
+    mark is served from the cache, and flagged."""
     records = run_suite(llamacpp_server, tmp_path)
     assert_suite_complete(records)
     assert (records["engine"] == "llamacpp").all()  # detected from the server
     assert_fresh_prompts_uncached_and_agent_cached(records)
     assert records["engine_predicted_ms"].notna().all()  # llama.cpp's own timings were read
-
-
-def test_llamacpp_a_second_run_is_served_nothing_of_the_first_and_a_repeat_is_flagged(llamacpp_server, tmp_path):
-    """llama.cpp keeps each slot's last prompt (and a host cache of them) until reused: a run that sent the same
-    texts again was served them (docs/engines.md#llamacpp-prefix-cache). Each run's mark keeps it fresh."""
-    suite = ["quick", "--host", llamacpp_server.url, "--only", "chat,burst", "--bursts", "4", "--runs", "2"]
+    first_mark = json.loads((tmp_path / "run" / "settings.json").read_text())["run_mark"]
+    # The first run's chat questions and 4-at-once burst, sent again: under a new mark, then under the first's.
+    again = ["quick", "--host", llamacpp_server.url, "--only", "chat,burst", "--bursts", "4", "--runs", "1"]
     runs = {}
-    for name in ("first", "second", "repeat"):
-        extra = ["--repeat-mark", json.loads((tmp_path / "first" / "settings.json").read_text())["run_mark"]] \
-            if name == "repeat" else []
-        result = run_cli(*suite, *extra, "--out", str(tmp_path / name), timeout=600)
+    for name, extra in (("second", []), ("repeat", ["--repeat-mark", first_mark])):
+        result = run_cli(*again, *extra, "--out", str(tmp_path / name), timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
         runs[name] = load_records(tmp_path / name).query("scenario != 'warmup'")
-    for name in ("first", "second"):
-        fresh = runs[name]
-        assert (fresh["cached_tokens"] <= fresh["shareable_tokens"]).all() and not fresh["flags"].str.contains(
-            "cache_hit").any(), fresh[["phase", "prompt_tokens", "cached_tokens", "shareable_tokens"]]
+    second = runs["second"]
+    assert (second["cached_tokens"] <= second["shareable_tokens"]).all() and not has_flag(second, "cache_hit").any(), \
+        second[["phase", "prompt_tokens", "cached_tokens", "shareable_tokens"]]
     # (A token count against the first run's would be off by how many tokens each run's mark makes: this
     # tokenizer splits digits one by one and groups letters, so "3f9a0c1e" is 8 tokens and "abcdef12" 3.)
     # The repeat: every prompt again, served from the slots and the host cache that still hold them.
     repeat = runs["repeat"]
-    hits = repeat["flags"].str.contains("cache_hit")
+    hits = has_flag(repeat, "cache_hit")
     assert hits.any() and (hits == (repeat["cached_tokens"] > repeat["shareable_tokens"])).all()
     assert "meant to be served from the server's cache" in (tmp_path / "repeat" / "summary.md").read_text()
 
