@@ -10,8 +10,9 @@ ids, data over several lines) is parsed by sseclient-py's ``SSEClient``, and the
 two to the same result on every shape and every cut. sseclient-py's per-line work (a split, a decode
 and a string join per line, an object per event) was half the Recorder's time per event (3.3 of
 6.1 us in a tight loop, W3's events).
-Per event this is a split, a decode, the decoder's JSON parse (none for the events of the typed APIs
-that carry nothing to measure) and a few appends; the rest once per request.
+Per event this is a split (none when a read brought one whole event, the common read), a decode, the
+decoder's JSON parse (none for the events of the typed APIs that carry nothing to measure) and a few
+appends; the rest once per request.
 
 What an event means depends on the API the request spoke: a decoder per API (bench_tasks/decoders.py:
 Chat Completions, Responses, Messages) maps each event to this Recorder's few calls (a token, the
