@@ -1,6 +1,7 @@
 """The measurement core on exact synthetic timestamps: no server, no Locust, no clock."""
 
 import json
+import re
 
 import pytest
 
@@ -142,10 +143,12 @@ def test_multi_token_events_without_per_event_usage_estimate():
 
 
 def all_splits(data: bytes):
-    """Every way to cut the stream once, plus byte-at-a-time."""
+    """Every way to cut the stream once, plus byte-at-a-time, plus one event a read (with its blank line,
+    as a server that keeps up writes them and the Recorder reads them without splitting)."""
     for i in range(1, len(data)):
         yield [data[:i], data[i:]]
     yield [data[i : i + 1] for i in range(len(data))]
+    yield re.findall(rb"(?s).*?\n\n|.+", data)
 
 
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])

@@ -1,12 +1,14 @@
 """How the Locust glue stamps body lines: by the socket read that brought them (fake socket reads),
 with the kernel's receive stamp where there is one (a real socket)."""
 
+import json
 import socket
 import struct
 import threading
 import time
 
 import pytest
+from geventhttpclient.response import HTTPSocketResponse
 from geventhttpclient.useragent import RetriesExceeded
 
 from locustfiles import transport
@@ -104,6 +106,33 @@ def test_a_last_line_without_its_newline_still_comes_out():
     raw = Reads([(1.0, b"data: a\n\ndata: [DONE]")])
     assert list(timed_chunks(Response(raw), raw.sock, clock=raw.clock)) == [
         (1.001, b"data: a\n\n", None), (1.001, b"data: [DONE]", None)]
+
+
+class ScriptedSocket:
+    """A socket whose reads bring the given bytes, one piece each."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = list(pieces)
+
+    def recv(self, _size: int) -> bytes:
+        return self.pieces.pop(0)
+
+    def close(self) -> None:
+        self.pieces = []
+
+
+@pytest.mark.parametrize("cut", [1, 7, 40, 10_000])
+def test_a_real_chunked_response_cut_anywhere_comes_out_as_its_lines(cut):
+    """geventhttpclient's own response and parser (timed_chunks drives its C parser directly): the body,
+    de-chunked, comes out whole and in order, each read's complete lines at once."""
+    events = [b"data: " + json.dumps({"n": i, "text": "x" * i}).encode() + b"\n\n" for i in range(30)]
+    events.append(b"data: [DONE]\n\n")
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    wire = head + b"".join(b"%x\r\n%s\r\n" % (len(event), event) for event in events) + b"0\r\n\r\n"
+    raw = HTTPSocketResponse(ScriptedSocket([wire[i:i + cut] for i in range(0, len(wire), cut)]), method="POST")
+    chunks = [chunk for _t, chunk, _late in timed_chunks(Response(raw), None, clock=lambda: 1.0)]
+    assert b"".join(chunks) == b"".join(events) and raw.message_complete
+    assert all(chunk.endswith(b"\n") for chunk in chunks)
 
 
 def _timespec(wall_s: float) -> list:
