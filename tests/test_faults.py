@@ -124,7 +124,7 @@ def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(fault_runs, ki
         assert len(streamed) >= 3 and has_flag(streamed, "bunched").all()
         assert ((streamed["e2e_s"] - streamed["ttft_s"]) < 0.05).all(), streamed[["ttft_s", "e2e_s"]]
         assert "arrived in lumps" in printed(records)
-    else:
+    elif kind in READ_WHOLE:  # sent 10 ms apart: read one by one, on a busy machine too
         assert not has_flag(measured, "bunched").any(), measured[["phase", "bunched_events"]]
     if kind == "hang":  # no head came: no time to the first byte either
         assert measured["ttfb_s"].isna().all() and measured["e2e_s"].notna().all()
