@@ -146,8 +146,11 @@ def quick_through(sim, out, api: str) -> pd.DataFrame:
     decode_errors = (joined["decode_tps"] / joined["decode_tps_true"] - 1).abs()
     print(f"quick --api {api}: |first token error| p50 {ttft_errors.median() * 1000:.3f} ms, max "
           f"{ttft_errors.max() * 1000:.3f} ms; |decode error| p50 {decode_errors.median() * 100:.4f}%")
-    # As the chat path is held in tests/test_accuracy_sim.py: medians within 2 ms and 0.1%.
-    assert ttft_errors.median() <= 0.002 and decode_errors.median() <= 0.001, joined[["ttft_s", "ttft_s_true"]]
+    # The machine is shared here (the ms bounds are held alone by test_each_api_matches_the_engine_truth): within
+    # what three busy neighbours keep (a loaded clean-clone run measured 4 ms), and still tight enough to catch
+    # a first token taken at the wrong event (one decode gap: 17 ms at 60 tok/s) or a token miscounted
+    # (1/(answer - 1): above 1.2% in answers of 40 to 80 tokens).
+    assert ttft_errors.median() <= 0.010 and decode_errors.median() <= 0.005, joined[["ttft_s", "ttft_s_true"]]
     turns = measured[measured["scenario"] == "agent"].sort_values("turn")
     assert turns["prompt_tokens"].is_monotonic_increasing and (turns["cached_tokens"].iloc[1:] > 0).all()
     assert turns["tool_name"].notna().any() and not (turns["tool_call_valid"] == False).any()  # noqa: E712
