@@ -84,7 +84,7 @@ def test_a_malformed_trace_exits_2_naming_file_and_line_and_sends_nothing(sim, t
     (["run", "chat", "--prefix-tokens", "2"], "--prefix-tokens must be more than 2"),
     (["run", "chat", "t.jsonl"], "FILE is for run trace, not run chat"),
     (["run", "trace"], "run trace replays a Mooncake trace: llm-bench run trace FILE"),
-    (["run", "paste", "--dataset", "d.jsonl"], "--dataset is for run chat, not run paste"),
+    (["run", "paste", "--dataset", "d.jsonl"], "--dataset is for run chat and run rate, not run paste"),
     (["run", "chat", "--speed", "2"], "--speed is for run trace, not run chat"),
     (["run", "chat", "--file-answers"], "--file-answers replays a --dataset of conversations"),
 ])
