@@ -214,7 +214,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--requests", positive_int, None, "requests in total, then the run ends (run chat: default "
            f"{CHAT_REQUESTS}; run paste, paste.py: documents pasted, default {CHAT_REQUESTS}; run rate, rate.py: the "
            "schedule's requests, or --duration (with --dataset and neither: the file's requests); run chat --dataset: "
-           "at most the file's, default all of them; run trace: the trace's first N, default all of them)", (RUN,), web_ui=True),
+           "at most the file's, default all of them; run trace: the trace's first N, default all of them)", (RUN,),
+           web_ui=True),
     Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); each "
            "is opened by the run's mark and a code of its own, so none is read from a cache",
            (RUN,), repeated=True),
@@ -231,7 +232,8 @@ OPTIONS: tuple[Option, ...] = (
            "ignore_eos), or ShareGPT conversations replayed turn by turn with the model's own answers; run chat: "
            "each once, in order (--requests: at most that many; default: the whole file); run rate, sweep: what each "
            "arrival sends, each part of the run reading the file from its start, again when it runs out (run rate "
-           "without --duration or --requests: the file's requests)", (RUN, SWEEP), web_ui=True),
+           "without --duration or --requests: the file's requests); capacity: the students' lessons, a "
+           "conversation's human turns or a line's question", (RUN, SWEEP, CAPACITY), web_ui=True),
     Option("--file-answers", text, False, "--dataset with conversations: each turn after the file's answers, not "
            "the model's own", (RUN, SWEEP), web_ui=True, switch=True),
     Option("--prefix-tokens", positive_int, None, "run chat, run rate, sweep: open every request with a prefix of "

@@ -4,9 +4,9 @@
     llm-bench run trace FILE [--host URL] [--speed X] [--block-tokens 512] [--requests N] --out DIR
     llm-bench run paste [--host URL] [--users N] [--size 4k] [--requests N] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
-    llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
-    llm-bench run rate [--host URL] --rate R [--arrivals poisson] (--duration S | --requests N) [--dataset FILE] ... --out DIR
-    llm-bench sweep [--host URL] [--rates 1,2,4,8 | --rates auto] [--slo ttft_p95=1.0] [--dataset FILE] ... --out DIR
+    llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--dataset FILE] ... --out DIR
+    llm-bench run rate [--host URL] --rate R (--duration S | --requests N) [--dataset FILE] ... --out DIR
+    llm-bench sweep [--host URL] [--rates 1,2,4,8 | auto] [--slo ttft_p95=1.0] [--dataset FILE] ... --out DIR
     llm-bench report DIR  |  llm-bench report PATH... --out DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
@@ -133,9 +133,10 @@ def run_workload(args, argv: list[str]) -> int:
 
 
 # Options of some workloads of `run` (their defaults as parsed: another workload refuses any other value).
-WORKLOAD_OPTIONS = {"file": (("trace",), None), "dataset": (("chat", "rate"), None),
-                    "file_answers": (("chat", "rate"), False), "prefix_tokens": (("chat", "rate"), None),
-                    "prefixes": (("chat", "rate"), None), "speed": (("trace",), "1"), "block_tokens": (("trace",), "512")}
+OWN_TRAFFIC = ("chat", "rate")
+WORKLOAD_OPTIONS = {"file": (("trace",), None), "dataset": (OWN_TRAFFIC, None), "file_answers": (OWN_TRAFFIC, False),
+                    "prefix_tokens": (OWN_TRAFFIC, None), "prefixes": (OWN_TRAFFIC, None), "speed": (("trace",), "1"),
+                    "block_tokens": (("trace",), "512")}
 
 
 def only_for_its_workload(args) -> None:
@@ -236,6 +237,7 @@ def run_quick(args, argv: list[str]) -> int:
 def run_capacity(args, argv: list[str]) -> int:
     from analysis import capacity, load
 
+    open_dataset(args)
     given = options.values(args, options.CAPACITY)
     try:
         given.search()

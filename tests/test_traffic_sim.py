@@ -159,3 +159,22 @@ def test_the_open_loop_sends_a_file_on_time_each_part_from_its_start_and_afresh_
     assert (records["cached_tokens"].iloc[:2] < 16).all()  # and not with the run before
     assert (records["cached_tokens"].iloc[2:] >= 200 - 16).all()
     assert not records["flags"].fillna("").str.contains("cache_hit").any()
+
+
+def test_a_class_asks_the_questions_of_a_teachers_file(start_sim, tmp_path):
+    sim = start_sim(**SIM)
+    path = write_jsonl(tmp_path / "last-term.jsonl", [
+        {"prompt": "What is a prime number?", "max_tokens": 5},
+        {"messages": [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Why?"}],
+         "max_tokens": 6}])
+    result = run_cli("capacity", "--host", sim.url, "--dataset", str(path), "--slo", "ttft_p95=5", "--think-time",
+                     "0.1", "--start-students", "2", "--max-students", "2", "--step-s", "1", "--settle-s", "0.2",
+                     "--min-requests", "4", "--max-tokens", "8", "--out", str(tmp_path / "class"))
+    ran(result)
+    records = measured(tmp_path / "class")
+    assert len(records) >= 4 and records["ok"].all() and (records["turn"] == 1).all()  # each line a lesson of one
+    lines = records["source"].str.rsplit(":", n=1).str[1].astype(int)
+    assert set(lines) == {1, 2} and (records["completion_tokens"] == lines + 4).all()  # the file's lengths
+    assert not records["flags"].fillna("").str.contains("cache_hit").any()
+    truth = read_truth(sim.truth_log)
+    assert set(records["request_id"]) <= set(truth["request_id"])

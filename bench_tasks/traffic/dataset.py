@@ -218,6 +218,14 @@ def _messages(messages) -> list[dict]:
     return messages
 
 
+def prepended(message: dict, text: str) -> dict:
+    """``message`` (a copy) with ``text`` before its content: text, or a first text part of a list of parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [{"type": "text", "text": text}, *content]}
+    return {**message, "content": text + (content or "")}
+
+
 def _is_text(content) -> bool:
     if isinstance(content, str):
         return True

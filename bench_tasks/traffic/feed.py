@@ -34,7 +34,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from bench_tasks import cache_share, run_mark
-from bench_tasks.traffic.dataset import CONVERSATIONS, ConversationReplay, Dataset, PromptRequest
+from bench_tasks.traffic.dataset import CONVERSATIONS, ConversationReplay, Dataset, PromptRequest, prepended
 from bench_tasks.traffic.prefixes import SharedPrefixes
 
 IDENTITY = "dataset"  # the code of item n is run_mark.code(mark, IDENTITY, n)
@@ -60,13 +60,7 @@ class Ask:
 
 def opened(messages: list[dict], opening: str) -> list[dict]:
     """``messages`` with ``opening`` before the first one's content (the caller's list left as it was)."""
-    first = dict(messages[0])
-    content = first.get("content")
-    if isinstance(content, list):
-        first["content"] = [{"type": "text", "text": opening + " "}, *content]
-    else:
-        first["content"] = f"{opening} {content or ''}"
-    return [first, *messages[1:]]
+    return [prepended(messages[0], opening + " "), *messages[1:]]
 
 
 class DatasetFeed:

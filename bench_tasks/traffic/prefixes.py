@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from bench_tasks.traffic.dataset import prepended
 from bench_tasks.traffic.vocabulary import Vocabulary
 
 SEPARATOR = "\n\n"
@@ -50,11 +51,4 @@ class SharedPrefixes:
 
     def messages(self, messages: list[dict], n: int) -> list[dict]:
         """``messages`` with request n's group prefix opening the first one's content."""
-        first = dict(messages[0])
-        prefix = self.text(self.group(n)) + SEPARATOR
-        content = first.get("content")
-        if isinstance(content, list):
-            first["content"] = [{"type": "text", "text": prefix}, *content]
-        else:
-            first["content"] = prefix + (content or "")
-        return [first, *messages[1:]]
+        return [prepended(messages[0], self.text(self.group(n)) + SEPARATOR), *messages[1:]]
