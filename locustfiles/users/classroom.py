@@ -12,7 +12,7 @@ from bench_tasks import cache_share, classroom, paste, prompt
 from bench_tasks.server import Unreachable
 from bench_tasks.suite import Job
 from bench_tasks.tokens import token_counter
-from bench_tasks.traffic.dataset import Dataset
+from bench_tasks.traffic.dataset import Dataset, answer_limit
 from locustfiles.users.llm_user import LLMUser
 
 WAIT_FOR_SEAT_S = 0.05
@@ -75,9 +75,8 @@ class Student(LLMUser):
         except Unreachable as exc:  # no server to count the document's tokens: this question failed
             self.unreachable(record, exc)
             return
-        file_length = lesson.max_tokens is not None  # the file's answer length, with ignore_eos so that it holds
-        recorder = self.stream_chat(record, question, lesson.max_tokens if file_length else self.options.max_tokens,
-                                    ignore_eos=file_length or self.options.ignore_eos, judge=self.resent.judge)
+        max_tokens, ignore_eos = answer_limit(lesson.max_tokens, self.options.max_tokens, self.options.ignore_eos)
+        recorder = self.stream_chat(record, question, max_tokens, ignore_eos=ignore_eos, judge=self.resent.judge)
         if record.ok:
             self.student.answered(question, recorder.answer_text)
         if self.student.conversation != conversation:

@@ -11,6 +11,7 @@ import gevent
 from bench_tasks import chat
 from bench_tasks.server import MODELS_PATH
 from bench_tasks.open_loop import SCENARIO, stamp_due
+from bench_tasks.traffic.dataset import answer_limit
 from locustfiles.users.job_user import JobUser
 from locustfiles.users.traffic import OwnTraffic, shareable_with_prefix
 
@@ -51,10 +52,8 @@ class RateUser(JobUser):
         ask = feed.next(job.phase)
         record = self.job_record(job, source=ask.source, turn=ask.turn, shared_tokens=ask.shared_tokens)
         shareable_with_prefix(self, record, ask.messages, ask.shared_tokens)
-        file_length = ask.max_tokens is not None  # with ignore_eos, so that the answer is that long
-        recorder = self.stream_chat(record, ask.messages, ask.max_tokens if file_length else self.options.max_tokens,
-                                    ignore_eos=file_length or self.options.ignore_eos,
-                                    judge=due_judge(ask.judge))
+        max_tokens, ignore_eos = answer_limit(ask.max_tokens, self.options.max_tokens, self.options.ignore_eos)
+        recorder = self.stream_chat(record, ask.messages, max_tokens, ignore_eos=ignore_eos, judge=due_judge(ask.judge))
         feed.answered(ask, recorder.answer_text if record.ok else None)
 
     def warm_up(self) -> None:
