@@ -110,9 +110,11 @@ def _ms(seconds) -> str:
 def reread(records: pd.DataFrame) -> list[str]:
     """A phase whose process sent a file's line (and turn) more than once: the file ran out and was read again."""
     made = measured(records)
-    if "source" not in made or made["source"].isna().all():
+    if "source" not in made:
         return []
-    made = made[made["source"].notna()]
+    made = made[made["source"].fillna("").astype(str) != ""]  # read from a file (an invented request has none)
+    if made.empty:
+        return []
     keys = ["phase", "client_host", "client_pid", "source", made["turn"].fillna(0)]
     times = made.groupby(keys, sort=False).size()
     most = {phase: int(times.loc[phase].max()) for phase in pd.unique(made["phase"])}

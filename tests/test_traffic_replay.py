@@ -313,3 +313,17 @@ def test_reuse_sets_the_shared_tokens_beside_the_cached_ones():
     long = traffic.tables(records)
     assert set(long["metric"]) >= {"shared_tokens", "cached_tokens", "cached_of_shared"}
     assert "trace" in traffic.format_reuse(table) and traffic.reuse(records[records["phase"] == "chat"]).empty
+
+
+def test_a_file_read_again_in_a_phase_by_one_process_is_said_once():
+    def row(phase, line, pid=1, turn=None):
+        return {**dict.fromkeys(COLUMNS), "scenario": "rate", "ok": True, "phase": phase, "client_host": "h",
+                "client_pid": pid, "source": f"f.jsonl:{line}", "turn": turn}
+
+    once = [row("rate-4", 1), row("rate-4", 2), row("settle-rate-4", 1), row("rate-4", 1, pid=2),  # another process
+            row("rate-8", 1, turn=1), row("rate-8", 1, turn=2), {**row("chat", 0), "source": ""}, row("chat", 1)]
+    assert traffic.reread(pd.DataFrame(once)) == []
+    again = pd.DataFrame([*once, row("rate-8", 1, turn=1), row("rate-8", 1, turn=1), row("rate-4", 2)])
+    assert traffic.reread(again) == ["the file ran out and was read again from its start in rate-4 (2 times), rate-8 "
+                                     "(3 times): its requests were sent more than once (each time opened afresh, so "
+                                     "none was served from an earlier sending's cache)"]
