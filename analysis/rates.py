@@ -44,6 +44,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis import traffic
 from analysis.records import as_rows, measured, ok_mask
 from analysis.spread import NAN, long_frame, long_rows, single
 from bench_tasks import slo as slos
@@ -326,7 +327,8 @@ def _missed(found: pd.DataFrame, rate: float) -> str:
 
 def warnings(records: pd.DataFrame) -> list[str]:
     """A window whose sends fell behind its schedule: what reached the server was not the schedule (its
-    figures timed from due still say what the one who asked waited)."""
+    figures timed from due still say what the one who asked waited); a --dataset read more than once
+    (analysis.traffic.reread)."""
     notes = []
     for step in steps(records).to_dict("records"):
         problems = []
@@ -339,7 +341,7 @@ def warnings(records: pd.DataFrame) -> list[str]:
             problems.append(f"{step['not_sent']} were never sent (every user was busy: --max-in-flight)")
         if problems:
             notes.append(f"{step['phase']}: the client fell behind its schedule: " + "; ".join(problems) + ".")
-    return notes
+    return notes + traffic.reread(records)
 
 
 def _ms(seconds: float) -> str:

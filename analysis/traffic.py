@@ -14,6 +14,9 @@ counted their prompt:
   what it served beyond the trace's reuse: the chat template and the opener every prompt shares);
 - ``cache_hits``: requests served beyond what they may share (``cache_hit``: bench_tasks.cache_share).
 
+``reread``: the phases of an open loop that needed more requests than the file holds and read it again from its
+start (the same line and turn sent twice by one process in one phase), said as a warning.
+
 Pure: records in, DataFrames out.
 """
 
@@ -102,3 +105,21 @@ def format_replay(steps: pd.DataFrame) -> str:
 
 def _ms(seconds) -> str:
     return MISSING if pd.isna(seconds) else f"{shown(seconds * 1000, 1)} ms"
+
+
+def reread(records: pd.DataFrame) -> list[str]:
+    """A phase whose process sent a file's line (and turn) more than once: the file ran out and was read again."""
+    made = measured(records)
+    if "source" not in made:
+        return []
+    made = made[made["source"].fillna("").astype(str) != ""]  # read from a file (an invented request has none)
+    if made.empty:
+        return []
+    keys = ["phase", "client_host", "client_pid", "source", made["turn"].fillna(0)]
+    times = made.groupby(keys, sort=False).size()
+    most = {phase: int(times.loc[phase].max()) for phase in pd.unique(made["phase"])}
+    again = [f"{phase} ({n} times)" for phase, n in most.items() if n > 1]
+    if not again:
+        return []
+    return [f"the file ran out and was read again from its start in {', '.join(again)}: its requests were sent "
+            f"more than once (each time opened afresh, so none was served from an earlier sending's cache)"]

@@ -9,12 +9,23 @@ question the student thinks for a time drawn uniformly from the think-time range
 answer, typing). Students arrive over a ramp: a student's first question comes after a delay
 drawn uniformly from 0 to the top of that range, so a class asks at its steady rate from the
 start instead of all at once. A failed answer is asked again after the next think time.
+
+A student's conversations are ``Lesson``s: by default the built-in topics below, one after the other
+from the student's own; with a teacher's file (``--dataset``: ``FileLessons``), the file's, the class
+taking them in the file's order and from its start again when it runs out. A ShareGPT conversation is a
+lesson of its human turns (its system turn, if any, instead of the tutor's instructions); a
+``{"prompt"}`` line a lesson of one question; a ``{"messages"}`` line a lesson of one request, sent as
+it is. The student's own answers make the history, as with the built-in topics.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from bench_tasks.traffic.dataset import Conversation, Dataset, prepended
+from bench_tasks.traffic.feed import opened
 
 THINK_TIME_S = (10.0, 40.0)
 MAX_TOKENS = 256
@@ -57,6 +68,56 @@ TOPICS: tuple[tuple[str, ...], ...] = (
 
 
 @dataclass(frozen=True)
+class Lesson:
+    """A conversation a student holds: its questions, asked in turn, after the tutor's instructions."""
+
+    questions: tuple[str, ...] = ()
+    system: str = SYSTEM
+    source: str | None = None  # file:line of a teacher's file (None: a built-in topic)
+    max_tokens: int | None = None  # the file's answer length (with ignore_eos); None: the run's own
+    messages: tuple[dict, ...] = ()  # a {"messages"} line's: one request, sent as it is
+
+    @property
+    def turns(self) -> int:
+        return 1 if self.messages else len(self.questions)
+
+
+def built_in(first: int) -> Iterator[Lesson]:
+    """The built-in topics, round and round from topic ``first``."""
+    topic = first % len(TOPICS)
+    while True:
+        yield Lesson(TOPICS[topic])
+        topic = (topic + 1) % len(TOPICS)
+
+
+class FileLessons:
+    """A teacher's file (a prompt file or ShareGPT conversations, checked whole by Dataset.open) as lessons
+    for the class, in the file's order, again from its start when it runs out (``passes``)."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.passes = 0
+        self._items = iter(())
+
+    def __iter__(self) -> Iterator[Lesson]:
+        return self
+
+    def __next__(self) -> Lesson:
+        item = next(self._items, None)
+        if item is None:
+            self.passes += 1
+            self._items = self.dataset.items()
+            item = next(self._items)
+        if isinstance(item, Conversation):
+            return Lesson(tuple(turn.question for turn in item.turns),
+                          SYSTEM if item.system is None else item.system, item.source)
+        first = item.messages[0]
+        if len(item.messages) == 1 and first["role"] == "user" and isinstance(first["content"], str):
+            return Lesson((first["content"],), source=item.source, max_tokens=item.max_tokens)
+        return Lesson(source=item.source, max_tokens=item.max_tokens, messages=tuple(item.messages))
+
+
+@dataclass(frozen=True)
 class ThinkTime:
     """Seconds a student thinks between an answer and the next question: uniform in [min_s, max_s]."""
 
@@ -93,7 +154,8 @@ def parse_think_time(text: str) -> ThinkTime:
 class Student:
     """One student's state: where their conversation is, and how long to wait before the next question."""
 
-    def __init__(self, think: ThinkTime, seed: int, name: str, paste_share: float = 0.0) -> None:
+    def __init__(self, think: ThinkTime, seed: int, name: str, paste_share: float = 0.0,
+                 lessons: Iterator[Lesson] | None = None) -> None:
         if not 0.0 <= paste_share <= 1.0:
             raise ValueError(f"a share of questions with a document is between 0 and 1, got {paste_share}")
         self.think = think
@@ -101,8 +163,9 @@ class Student:
         self.paste_share = paste_share
         self.rng = random.Random(seed)
         self.arrived = False
-        self.conversation = 1  # the records' round: a fresh conversation after each topic's last question
-        self.topic = seed % len(TOPICS)
+        self.conversation = 1  # the records' round: a fresh conversation after each lesson's last question
+        self.lessons = built_in(seed) if lessons is None else lessons  # a class's file: shared by its students
+        self.lesson = next(self.lessons)
         self.history: list[dict] = []
 
     @property
@@ -125,19 +188,28 @@ class Student:
     def messages(self, document: str | None = None, opening: str = "") -> list[dict]:
         """What this turn sends: the tutor's instructions (``opening`` before them: the conversation's, from
         bench_tasks.run_mark, so that no other conversation shares them), the whole conversation so far, the
-        question (with ``document`` above it, when the student pastes one)."""
-        question = TOPICS[self.topic][self.turn - 1]
-        if self.turn == 1:
+        question (with ``document`` above it, when the student pastes one). A lesson of one request sent as it
+        is: its messages, ``opening`` before the first one's content (a document above its last message's)."""
+        if self.lesson.messages:
+            messages = opened(list(self.lesson.messages), opening) if opening else list(self.lesson.messages)
+            return _pasted(messages, document)
+        question = self.lesson.questions[self.turn - 1]
+        if self.turn == 1 and self.lesson.source is None:
             question = f"I'm {self.name}. {question}"  # each student's own conversation, not a shared prefix
         if document:
             question = f"{document}\n\n{question}"
-        system = f"{opening} {SYSTEM}" if opening else SYSTEM
+        system = f"{opening} {self.lesson.system}" if opening else self.lesson.system
         return [{"role": "system", "content": system}, *self.history, {"role": "user", "content": question}]
 
     def answered(self, question: list[dict], answer: str) -> None:
-        """The answer came: it joins the history; after the topic's last question a new conversation starts."""
+        """The answer came: it joins the history; after the lesson's last question a new conversation starts."""
         self.history += [question[-1], {"role": "assistant", "content": answer}]
-        if self.turn > len(TOPICS[self.topic]):
+        if self.turn > self.lesson.turns:
             self.history = []
-            self.topic = (self.topic + 1) % len(TOPICS)
+            self.lesson = next(self.lessons)
             self.conversation += 1
+
+
+def _pasted(messages: list[dict], document: str | None) -> list[dict]:
+    """``messages`` with ``document`` above the last one's text (a request sent as it is, with a paste)."""
+    return [*messages[:-1], prepended(messages[-1], document + "\n\n")] if document else messages

@@ -215,8 +215,9 @@ OPTIONS: tuple[Option, ...] = (
            (RUN,), locust=False),  # Locust's own -u
     Option("--requests", positive_int, None, "requests in total, then the run ends (run chat: default "
            f"{CHAT_REQUESTS}; run paste, paste.py: documents pasted, default {CHAT_REQUESTS}; run rate, rate.py: the "
-           "schedule's requests, or --duration; run chat --dataset: at most the file's, default all of them; run "
-           "trace: the trace's first N, default all of them)", (RUN,), web_ui=True),
+           "schedule's requests, or --duration (with --dataset and neither: the file's requests); run chat --dataset: "
+           "at most the file's, default all of them; run trace: the trace's first N, default all of them)", (RUN,),
+           web_ui=True),
     Option("--question", text, None, "ask this instead of the three chat questions (repeat it for several); each "
            "is opened by the run's mark and a code of its own, so none is read from a cache",
            (RUN,), repeated=True),
@@ -228,17 +229,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("--max-tokens", positive_int, str(MAX_TOKENS), "max_tokens per answer", (RUN, CAPACITY, SWEEP),
            web_ui=True),
     # -- the user's own traffic (bench_tasks/traffic; docs/reference.md#your-own-traffic-the-files-it-reads) --
-    Option("--dataset", text, None, "run chat: send this file's requests instead of the chat questions, each once, "
-           "in order: JSON lines of {\"prompt\"} or {\"messages\"} (with an optional max_tokens, sent with "
-           "ignore_eos), or ShareGPT conversations replayed turn by turn (--requests: at most that many; default: "
-           "the whole file)", (RUN,), web_ui=True),
-    Option("--file-answers", text, False, "run chat --dataset with conversations: each turn after the file's "
-           "answers, not the model's own", (RUN,), web_ui=True, switch=True),
-    Option("--prefix-tokens", positive_int, None, "run chat: open every request with a prefix of exactly this "
-           "many tokens of the server's tokenizer, shared by the requests of its group (--prefixes)", (RUN,),
-           web_ui=True),
+    Option("--dataset", text, None, "run chat, run rate, sweep: send this file's requests instead of the chat "
+           "questions: JSON lines of {\"prompt\"} or {\"messages\"} (with an optional max_tokens, sent with "
+           "ignore_eos), or ShareGPT conversations replayed turn by turn with the model's own answers; run chat: "
+           "each once, in order (--requests: at most that many; default: the whole file); run rate, sweep: what each "
+           "arrival sends, each part of the run reading the file from its start, again when it runs out (run rate "
+           "without --duration or --requests: the file's requests); capacity: the students' lessons, a "
+           "conversation's human turns or a line's question", (RUN, SWEEP, CAPACITY), web_ui=True),
+    Option("--file-answers", text, False, "--dataset with conversations: each turn after the file's answers, not "
+           "the model's own", (RUN, SWEEP), web_ui=True, switch=True),
+    Option("--prefix-tokens", positive_int, None, "run chat, run rate, sweep: open every request with a prefix of "
+           "exactly this many tokens of the server's tokenizer, shared by the requests of its group (--prefixes)",
+           (RUN, SWEEP), web_ui=True),
     Option("--prefixes", positive_int, None, "with --prefix-tokens: how many groups, each with its own prefix "
-           "(request n in group n mod K; default 1)", (RUN,), web_ui=True),
+           "(request n in group n mod K; default 1)", (RUN, SWEEP), web_ui=True),
     Option("--trace", text, None, "a Mooncake trace to replay on its timestamps (llm-bench run trace FILE hands it)"),
     Option("--trace-summary", text, None, "what llm-bench's check of --trace found (JSON): Locust trusts it and "
            "does not read the whole file again before the replay (llm-bench run trace hands it)"),

@@ -4,9 +4,9 @@
     llm-bench run trace FILE [--host URL] [--speed X] [--block-tokens 512] [--requests N] --out DIR
     llm-bench run paste [--host URL] [--users N] [--size 4k] [--requests N] --out DIR
     llm-bench quick [--host URL] [--setup LABEL] [--runs N] [--sizes 4k,16k,32k] ... --out DIR
-    llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--start-students auto] ... --out DIR
-    llm-bench run rate [--host URL] --rate R [--arrivals poisson] (--duration S | --requests N) ... --out DIR
-    llm-bench sweep [--host URL] [--rates 1,2,4,8 | --rates auto] [--slo ttft_p95=1.0] ... --out DIR
+    llm-bench capacity [--host URL] --slo ttft_p95=1.0 [--think-time 10-40] [--dataset FILE] ... --out DIR
+    llm-bench run rate [--host URL] --rate R (--duration S | --requests N) [--dataset FILE] ... --out DIR
+    llm-bench sweep [--host URL] [--rates 1,2,4,8 | auto] [--slo ttft_p95=1.0] [--dataset FILE] ... --out DIR
     llm-bench report DIR  |  llm-bench report PATH... --out DIR
     llm-bench compare DIR1 DIR2 ... [--labels A,B] --out OUT
     llm-bench selftest [--small] [--out DIR]
@@ -132,20 +132,25 @@ def run_workload(args, argv: list[str]) -> int:
     return {"paste": run_paste, "rate": run_rate, "trace": run_trace}.get(args.workload, run_chat)(args, argv)
 
 
-# Options of one workload of `run` (their defaults as parsed: another workload refuses any other value).
-WORKLOAD_OPTIONS = {"file": ("trace", None), "dataset": ("chat", None), "file_answers": ("chat", False),
-                    "prefix_tokens": ("chat", None), "prefixes": ("chat", None), "speed": ("trace", "1"),
-                    "block_tokens": ("trace", "512")}
+# Options of some workloads of `run` (their defaults as parsed: another workload refuses any other value).
+OWN_TRAFFIC = ("chat", "rate")
+WORKLOAD_OPTIONS = {"file": (("trace",), None), "dataset": (OWN_TRAFFIC, None), "file_answers": (OWN_TRAFFIC, False),
+                    "prefix_tokens": (OWN_TRAFFIC, None), "prefixes": (OWN_TRAFFIC, None), "speed": (("trace",), "1"),
+                    "block_tokens": (("trace",), "512")}
 
 
 def only_for_its_workload(args) -> None:
-    for name, (workload, default) in WORKLOAD_OPTIONS.items():
-        if args.workload != workload and getattr(args, name) != default:
+    for name, (workloads, default) in WORKLOAD_OPTIONS.items():
+        if args.workload not in workloads and getattr(args, name) != default:
             what = "FILE" if name == "file" else "--" + name.replace("_", "-")
-            raise UsageError(f"{what} is for run {workload}, not run {args.workload}"
+            raise UsageError(f"{what} is for run {' and run '.join(workloads)}, not run {args.workload}"
                              + (" (run chat sends a file of prompts with --dataset FILE)" if name == "file" else ""))
     if args.workload == "trace" and not args.file:
         raise UsageError("run trace replays a Mooncake trace: llm-bench run trace FILE --out DIR")
+    traffic_options_agree(args)
+
+
+def traffic_options_agree(args) -> None:
     if args.file_answers and not args.dataset:
         raise UsageError("--file-answers replays a --dataset of conversations with the file's answers: give --dataset")
     if args.prefixes and not args.prefix_tokens:
@@ -171,10 +176,9 @@ def run_paste(args, argv: list[str]) -> int:
 
 def run_chat(args, argv: list[str]) -> int:
     requests = int(options.CHAT_REQUESTS)
-    if args.dataset:
-        dataset = traffic_file(lambda: Dataset.open(args.dataset))  # checked whole: nothing is sent if it is wrong
+    dataset = open_dataset(args)  # checked whole: nothing is sent if it is wrong
+    if dataset is not None:
         requests = min(int(args.requests), dataset.request_count) if args.requests else dataset.request_count
-        args.dataset = args.dataset_path
     args.requests = str(int(args.requests or requests))
     given = options.values(args, options.RUN)
     check = prefix_check(given.prefix_tokens, given.prefixes) if given.prefix_tokens else None
@@ -233,6 +237,7 @@ def run_quick(args, argv: list[str]) -> int:
 def run_capacity(args, argv: list[str]) -> int:
     from analysis import capacity, load
 
+    open_dataset(args)
     given = options.values(args, options.CAPACITY)
     try:
         given.search()
@@ -255,7 +260,11 @@ SEARCH_RUN_TIME_S = 7 * 24 * 3600  # the search ends by itself; Locust's own run
 
 
 def run_rate(args, argv: list[str]) -> int:
-    """An open loop at one rate (locustfiles/rate.py): the schedule, then its table and warnings."""
+    """An open loop at one rate (locustfiles/rate.py): the schedule, then its table and warnings. With --dataset
+    and neither --duration nor --requests, as many requests as the file holds."""
+    dataset = open_dataset(args)
+    if dataset is not None and args.duration is None and args.requests is None:
+        args.requests = str(dataset.request_count)
     given = options.values(args, options.RUN)
     if given.rate is None or (given.duration is None) == (given.requests is None):
         raise UsageError("run rate needs --rate R and one of --duration S or --requests N")
@@ -265,24 +274,40 @@ def run_rate(args, argv: list[str]) -> int:
 def run_sweep(args, argv: list[str]) -> int:
     """Rates one after the other (locustfiles/rate.py), to saturation with --rates auto; the table per rate,
     goodput and the highest rate that met the SLO."""
+    traffic_options_agree(args)
+    open_dataset(args)
     return run_open_loop(args, argv, options.values(args, options.SWEEP).slo)
 
 
-def run_open_loop(args, argv: list[str], slo) -> int:
-    from analysis import load, rates
+def open_dataset(args) -> Dataset | None:
+    """--dataset checked whole before anything is sent (its problems: exit 2), then handed to Locust resolved."""
+    if not args.dataset:
+        return None
+    dataset = traffic_file(lambda: Dataset.open(args.dataset))
+    args.dataset = args.dataset_path
+    return dataset
 
+
+def run_open_loop(args, argv: list[str], slo) -> int:
+    from analysis import load, rates, traffic
+
+    given = options.values(args, args.command)
     try:
-        options.values(args, args.command).open_loop()
+        given.open_loop()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    check = prefix_check(given.prefix_tokens, given.prefixes) if given.prefix_tokens else None
     started = time.perf_counter()
-    run = measure(args, argv, "rate.py", 1, progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S)
+    run = measure(args, argv, "rate.py", 1, progress.SUITE_PLAN, run_time_s=SEARCH_RUN_TIME_S, check=check)
     print(f"open loop ran in {time.perf_counter() - started:.0f} s")
     if run.recorded:
         records, _info = load.load_run(run.out_dir)
         print(rates.format_steps(rates.steps(records, slo)))
         for line in rates.conclusion(records, slo):
             print(line)
+        reuse = traffic.reuse(records)
+        if len(reuse):
+            print(traffic.format_reuse(reuse))
     write_report(run)
     return exit_status(args, run)
 

@@ -1,4 +1,5 @@
-"""The classroom workload without Locust: think times, arrivals, and conversations resent whole."""
+"""The classroom workload without Locust: think times, arrivals, conversations resent whole, and a teacher's
+file of questions as the class's lessons."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import random
 import pytest
 
 from bench_tasks import classroom
+from bench_tasks.traffic.dataset import Dataset
+from tests.traffic_files import sharegpt, write_jsonl
 
 
 def test_think_time_parses_a_range_or_one_value_and_draws_inside_it():
@@ -43,6 +46,31 @@ def test_a_student_arrives_then_thinks_and_resends_the_whole_conversation():
     assert student.messages()[1]["content"] == "I'm student 7. " + classroom.TOPICS[(7 + 1) % len(classroom.TOPICS)][0]
 
 
+
+def test_a_class_asks_a_teachers_file_in_order_each_lesson_with_the_students_own_answers(tmp_path):
+    path = write_jsonl(tmp_path / "term.jsonl", [sharegpt(1, turns=2, system="You are a maths tutor.")])
+    prompts = write_jsonl(tmp_path / "questions.jsonl", [
+        {"prompt": "What is a prime number?", "max_tokens": 30},
+        {"messages": [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hi"}]}])
+    think = classroom.ThinkTime(1.0, 1.0)
+    lessons = classroom.FileLessons(Dataset.open(str(path)))
+    ann, bob = (classroom.Student(think, seed=n, name=name, lessons=lessons) for n, name in enumerate("ab"))
+    first = ann.messages(opening="[m c]")
+    assert first == [{"role": "system", "content": "[m c] You are a maths tutor."},
+                     {"role": "user", "content": "Question 1 of conversation 1: why is the sky blue?"}]
+    assert ann.lesson.source == f"{path}:1" and bob.lesson.source == f"{path}:1" and lessons.passes == 2  # read again
+    ann.answered(first, "My own answer.")
+    assert ann.messages()[2:] == [{"role": "assistant", "content": "My own answer."},
+                                  {"role": "user", "content": "Question 2 of conversation 1: why is the sky blue?"}]
+    ann.answered(ann.messages(), "Done.")
+    assert (ann.conversation, ann.turn, lessons.passes) == (2, 1, 3)  # the lesson is over: the file's next
+    questions = classroom.FileLessons(Dataset.open(str(prompts)))
+    cy = classroom.Student(think, seed=3, name="c", lessons=questions)
+    asked = cy.messages(opening="[m c]")
+    assert asked[1] == {"role": "user", "content": "What is a prime number?"} and cy.lesson.max_tokens == 30
+    cy.answered(asked, "A number with two divisors.")
+    assert cy.turn == 1 and cy.messages(opening="[m d]") == [  # a {"messages"} line: one request, as it is
+        {"role": "system", "content": "[m d] Answer in French."}, {"role": "user", "content": "Hi"}]
 
 
 def test_a_share_of_questions_carries_a_pasted_document_that_stays_in_the_conversation():

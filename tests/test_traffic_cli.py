@@ -72,6 +72,14 @@ def test_a_malformed_dataset_exits_2_naming_file_and_line_and_sends_nothing(sim,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", [["run", "rate", "--rate", "2"], ["sweep"], ["capacity", "--slo", "ttft_p95=1"]])
+def test_the_open_loop_and_the_classroom_check_their_dataset_before_anything_is_sent(sim, tmp_path, command):
+    path, problem = dataset_cases(tmp_path)["unknown field"]
+    result = run_cli(*command, "--host", sim.url, "--dataset", str(path), "--out", str(tmp_path / "out"))
+    refused(result, problem, sim.truth_log)
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("case", ["backwards", "unknown field", "hash ids", "a prompt file", "too short"])
 def test_a_malformed_trace_exits_2_naming_file_and_line_and_sends_nothing(sim, tmp_path, case):
     path, problem = trace_cases(tmp_path)[case]
@@ -84,9 +92,12 @@ def test_a_malformed_trace_exits_2_naming_file_and_line_and_sends_nothing(sim, t
     (["run", "chat", "--prefix-tokens", "2"], "--prefix-tokens must be more than 2"),
     (["run", "chat", "t.jsonl"], "FILE is for run trace, not run chat"),
     (["run", "trace"], "run trace replays a Mooncake trace: llm-bench run trace FILE"),
-    (["run", "paste", "--dataset", "d.jsonl"], "--dataset is for run chat, not run paste"),
+    (["run", "paste", "--dataset", "d.jsonl"], "--dataset is for run chat and run rate, not run paste"),
     (["run", "chat", "--speed", "2"], "--speed is for run trace, not run chat"),
     (["run", "chat", "--file-answers"], "--file-answers replays a --dataset of conversations"),
+    (["sweep", "--file-answers"], "--file-answers replays a --dataset of conversations"),
+    (["sweep", "--prefixes", "2"], "--prefixes K groups requests by a prefix of --prefix-tokens N tokens"),
+    (["run", "rate", "--rate", "2", "--requests", "3", "--prefix-tokens", "2"], "--prefix-tokens must be more than 2"),
 ])
 def test_traffic_options_out_of_place_exit_2(sim, tmp_path, argv, problem):
     result = run_cli(*argv, "--host", sim.url, "--out", str(tmp_path / "out"))

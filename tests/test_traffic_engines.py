@@ -1,7 +1,8 @@
 """A trace's prompts on real tokenizers: llama.cpp's (the tiny model's trained byte-level BPE with ChatML; SmolLM2's,
 a real model's) and vLLM's. Each prompt counts exactly its input_length on the engine's own /tokenize, requests
 sharing hash ids share those blocks' tokens exactly, and the engine's prefix cache then serves what the trace
-says was shared, and nothing of an earlier invocation's."""
+says was shared, and nothing of an earlier invocation's. The same of shared prefixes sent by the open loop
+(run rate --dataset --prefix-tokens), and of a ShareGPT file's conversations."""
 
 from __future__ import annotations
 
@@ -129,3 +130,30 @@ def test_a_sharegpt_file_on_smollm2_replays_each_turn_with_its_own_answers(smoll
     # The second turn resends the first and its answer: llama.cpp serves that from the slot that held it.
     assert (second["cached_tokens"].to_numpy() >= first["prompt_tokens"].to_numpy() - 8).all()
     assert not records["flags"].fillna("").str.contains("cache_hit").any()
+
+
+def test_run_rate_sends_shared_prefixes_that_llamacpp_serves_from_its_cache_and_only_within_a_run(llamacpp_server,
+                                                                                                   tmp_path):
+    path = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"Question {n}: why is the sky blue?", "max_tokens": 4}
+                                                    for n in range(6)])
+    for name in ("first", "again"):  # the same file twice on the same server: the second run is as fresh
+        result = run_cli("run", "rate", "--rate", "2", "--arrivals", "constant", "--dataset", str(path),
+                         "--prefix-tokens", "300", "--prefixes", "2", "--host", llamacpp_server.url,
+                         "--out", str(tmp_path / name))
+        assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+        print(result.stdout)
+        records = load_records(tmp_path / name)
+        records = records[records["scenario"] != "warmup"].sort_values("t_due")
+        print(records[["source", "shared_tokens", "cached_tokens", "ttft_s", "send_lag_s"]].to_string(index=False))
+        assert list(records["source"]) == [f"{path}:{line}" for line in range(1, 7)] and records["ok"].all()
+        assert list(records["shared_tokens"]) == [0, 0, 300, 300, 300, 300]
+        assert (records["completion_tokens"] == 4).all() and records["send_lag_s"].notna().all()
+        # Each group's first request is read afresh (the template's opening and the prefix's opener at most: the
+        # prefix is this run's own); a later one sent after its group's first was answered finds the prefix in the
+        # slot that read it (one sent while it was still being read cannot: llama.cpp caches what a slot has read).
+        cached = list(records["cached_tokens"])
+        assert max(cached[:2]) <= 40, cached
+        ended = records["t_send"] + records["e2e_s"]
+        after = [n for n in range(2, 6) if ended.iloc[n % 2] < records["t_send"].iloc[n]]
+        assert after and min(cached[n] for n in after) >= 300 - 16, (cached, after)
+        assert not records["flags"].fillna("").str.contains("cache_hit").any()

@@ -4,6 +4,8 @@ engine's cache (analysis/traffic.py). Pure: an injected clock, the simulated eng
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -12,7 +14,7 @@ from bench_tasks import run_mark
 from bench_tasks.open_loop import WINDOW, OpenLoop
 from bench_tasks.record import COLUMNS
 from bench_tasks.traffic.dataset import Dataset
-from bench_tasks.traffic.feed import DatasetFeed
+from bench_tasks.traffic.feed import ArrivalFeed, DatasetFeed
 from bench_tasks.traffic.items import TrafficError
 from bench_tasks.traffic.prefixes import SharedPrefixes
 from bench_tasks.traffic.replay import (PHASE, TraceCursor, TracePlan, opened, ready, shareable_tokens,
@@ -113,6 +115,64 @@ def test_prefixes_open_each_item_and_say_what_it_shares(tmp_path, vocabulary):
     first = feed.next("a")
     feed.answered("a", "Yes.")
     assert (first.shared_tokens, feed.next("a").shared_tokens) == (0, 40)  # the second turn resends its prefix
+
+
+# -- a file's requests as the open loop's arrivals --
+
+def test_each_part_of_an_open_loop_reads_the_file_from_its_start_and_again_when_it_runs_out(tmp_path, vocabulary):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": f"Question {n}", "max_tokens": 3 + n} for n in range(3)])
+    prefixes = SharedPrefixes(vocabulary, MARK, prefix_tokens=40, groups=2)
+    feed = ArrivalFeed(Dataset.open(str(path)), MARK, prefixes=prefixes)
+    window = [feed.next("rate-4") for _ in range(7)]
+    assert [a.source for a in window] == [f"{path}:{line}" for line in (1, 2, 3, 1, 2, 3, 1)]
+    assert [a.max_tokens for a in window[:3]] == [3, 4, 5] and all(a.turn is None for a in window)
+    # The prefixes are shared across the whole run: only each group's very first request sent it first.
+    assert [a.shared_tokens for a in window] == [0, 0, 40, 40, 40, 40, 40]
+    assert content(window[2].messages).startswith(prefixes.text(0) + "\n\n")
+    settle = feed.next("settle-rate-8")
+    assert settle.source == f"{path}:1" and settle.shared_tokens == 40  # a new part: from the file's start
+    # Every sending of a line opens with a code of its own (part, pass, item): nothing is sent twice in a run.
+    openings = [content(a.messages).split("\n\n", 1)[1].split("]")[0] for a in [*window, settle]]
+    assert len(set(openings)) == len(openings)
+    assert openings[3] == run_mark.opening(MARK, "dataset", "rate-4", 0, 2, 0).rstrip("]")
+    other = ArrivalFeed(Dataset.open(str(path)), MARK, process=1).next("rate-4")
+    assert content(other.messages) != content(window[0].messages).split("\n\n", 1)[1]  # another process's own
+
+
+def test_an_arrival_sends_the_next_turn_of_the_conversation_whose_answer_came_back_first(tmp_path):
+    path = write_json_array(tmp_path / "c.json", [sharegpt(n, turns=2) for n in range(3)])
+    feed = ArrivalFeed(Dataset.open(str(path)), MARK)
+    a1, b1 = feed.next("rate-2"), feed.next("rate-2")
+    assert (a1.turn, b1.turn) == (1, 1) and a1.source != b1.source
+    feed.answered(b1, "B's own answer.")
+    feed.answered(a1, "A's own answer.")
+    b2 = feed.next("rate-2")  # b's answer came back first: its second turn goes with the next arrival
+    assert (b2.source, b2.turn) == (b1.source, 2)
+    assert b2.messages[:2] == [*b1.messages, {"role": "assistant", "content": "B's own answer."}]
+    assert feed.next("rate-2").source == a1.source
+    c1 = feed.next("rate-2")  # no conversation waits for its next turn: the next one opens
+    assert (c1.source, c1.turn) == (f"{path}:{sharegpt_lines(2)}", 1)
+    feed.answered(c1, None)  # a failed turn ends a conversation of the model's own answers
+    feed.answered(b2, "Done.")
+    again = feed.next("rate-2")
+    assert again.turn == 1 and again.source == a1.source  # the file ran out: read again, a new pass
+    assert content(again.messages) != content(a1.messages)
+    # The cache check: a turn may share what its conversation sent before.
+    assert b2.judge is not None and b2.held is b1.held
+
+
+def sharegpt_lines(number: int, turns: int = 2) -> int:
+    """The line conversation ``number`` starts on in write_json_array's file of such conversations."""
+    return 2 + number * (len(json.dumps(sharegpt(0, turns), indent=2).splitlines()))
+
+
+def test_with_the_files_answers_a_failed_turn_goes_on(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [sharegpt(1, turns=2)])
+    feed = ArrivalFeed(Dataset.open(str(path)), MARK, file_answers=True)
+    first = feed.next("rate-1")
+    feed.answered(first, None)
+    second = feed.next("rate-1")
+    assert second.turn == 2 and second.messages[1]["content"] == "Answer 1 of conversation 1: Rayleigh scattering."
 
 
 # -- a trace replayed on its times --
@@ -253,3 +313,17 @@ def test_reuse_sets_the_shared_tokens_beside_the_cached_ones():
     long = traffic.tables(records)
     assert set(long["metric"]) >= {"shared_tokens", "cached_tokens", "cached_of_shared"}
     assert "trace" in traffic.format_reuse(table) and traffic.reuse(records[records["phase"] == "chat"]).empty
+
+
+def test_a_file_read_again_in_a_phase_by_one_process_is_said_once():
+    def row(phase, line, pid=1, turn=None):
+        return {**dict.fromkeys(COLUMNS), "scenario": "rate", "ok": True, "phase": phase, "client_host": "h",
+                "client_pid": pid, "source": f"f.jsonl:{line}", "turn": turn}
+
+    once = [row("rate-4", 1), row("rate-4", 2), row("settle-rate-4", 1), row("rate-4", 1, pid=2),  # another process
+            row("rate-8", 1, turn=1), row("rate-8", 1, turn=2), {**row("chat", 0), "source": ""}, row("chat", 1)]
+    assert traffic.reread(pd.DataFrame(once)) == []
+    again = pd.DataFrame([*once, row("rate-8", 1, turn=1), row("rate-8", 1, turn=1), row("rate-4", 2)])
+    assert traffic.reread(again) == ["the file ran out and was read again from its start in rate-4 (2 times), rate-8 "
+                                     "(3 times): its requests were sent more than once (each time opened afresh, so "
+                                     "none was served from an earlier sending's cache)"]

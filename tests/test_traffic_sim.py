@@ -1,10 +1,12 @@
 """The user's own traffic sent by the command line to the simulated engine, held to its truth log: a JSONL of
-messages and a ShareGPT file through `run chat --dataset`, shared prefixes, and a Mooncake trace through
-`run trace`, each generated here in the format its project documents. Bounded: a few requests each, short
-answers, a trace of two seconds."""
+messages and a ShareGPT file through `run chat --dataset`, shared prefixes, a Mooncake trace through
+`run trace`, and files sent by the open loop (`run rate --dataset`, `sweep --dataset`), each generated here
+in the format its project documents. Bounded: a few requests each, short answers, schedules of a second or
+two."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -103,3 +105,76 @@ def test_a_mooncake_trace_is_replayed_on_its_times_and_its_shared_blocks_are_cac
     again = measured(tmp_path / "again")
     assert (again["cached_tokens"] <= again["shared_tokens"].clip(lower=30)).all()
     assert not again["flags"].fillna("").str.contains("cache_hit").any()
+
+
+def test_the_open_loop_sends_a_file_on_time_each_part_from_its_start_and_afresh_each_run(start_sim, tmp_path):
+    sim = start_sim(**SIM)
+    conversations = write_json_array(tmp_path / "sharegpt.json", [sharegpt(n, turns=2) for n in range(3)])
+    prefixes = ["--prefix-tokens", "200", "--prefixes", "2"]
+    result = run_cli("run", "rate", "--host", sim.url, "--rate", "8", "--arrivals", "constant", "--dataset",
+                     str(conversations), *prefixes, "--max-tokens", "8", "--out", str(tmp_path / "rate"))
+    ran(result)
+    assert "rate-8" in result.stdout and "cached/shared" in result.stdout
+    records = measured(tmp_path / "rate")
+    # The file's 6 turns (its requests: run rate's default), each conversation turn after turn, a turn sent only
+    # once the answer to the one before had come back, the model's own answer in its history.
+    assert len(records) == 6 and records["ok"].all() and set(records["phase"]) == {"rate-8"}
+    for _source, turns in records.sort_values("t_due").groupby("source"):
+        assert list(turns["turn"]) == [1, 2]
+        assert turns["t_send"].iloc[1] >= turns["t_send"].iloc[0] + turns["e2e_s"].iloc[0]
+        assert turns["prompt_tokens"].iloc[1] > turns["prompt_tokens"].iloc[0]
+    # Due on the schedule; the send lag and the first token the engine's to within the loopback's time.
+    engine = read_truth(sim.truth_log).set_index("request_id").loc[records["request_id"]]
+    true_lag = engine["t_arrival"].to_numpy() - records["t_due"].to_numpy()
+    lag = records["send_lag_s"].to_numpy()
+    assert (lag >= 0).all() and (true_lag >= lag).all() and np.median(true_lag - lag) < 0.002
+    first_token = (records["t_send"] + records["ttft_s"]).to_numpy()
+    assert np.median(np.abs(first_token - engine["t_first_token"].to_numpy())) < 0.002
+    assert (records["cached_tokens"].to_numpy() == engine["cached_tokens"].to_numpy()).all()
+    # A conversation's first turn opens with its group's prefix, served from the cache after the group's first;
+    # its second turn resends the first and its answer. Nothing beyond that.
+    firsts = records[records["turn"] == 1].sort_values("t_due")
+    assert list(firsts["shared_tokens"]) == [0, 0, 200]
+    assert firsts["cached_tokens"].iloc[2] >= 200 - 16 and (firsts["cached_tokens"].iloc[:2] < 16).all()
+    assert (records.loc[records["turn"] == 2, "cached_tokens"] >= 200).all()
+    assert not records["flags"].fillna("").str.contains("cache_hit").any()
+
+    # A sweep of a file of 4 prompts on the same engine: each part (a rate's settle, its window) reads the file from
+    # its start, round and round when it needs more; every sending opened afresh, this run's prefixes its own.
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"Question {n}: why is the sky blue?",
+                                                        "max_tokens": 3 + n} for n in range(4)])
+    result = run_cli("sweep", "--host", sim.url, "--rates", "6,12", "--arrivals", "constant", "--dataset",
+                     str(prompts), *prefixes, "--settle-s", "0.4", "--window-s", "1", "--min-requests", "6",
+                     "--out", str(tmp_path / "sweep"))
+    ran(result)
+    assert "the file ran out and was read again from its start in rate-6 (2 times), rate-12 (3 times)" in result.stdout
+    records = measured(tmp_path / "sweep").sort_values("t_due")
+    assert records["ok"].all() and len(records[records["phase"] == "rate-12"]) >= 12
+    lines = records["source"].str.rsplit(":", n=1).str[1].astype(int)
+    for phase in ("settle-rate-6", "rate-6", "settle-rate-12", "rate-12"):
+        sent = list(lines[records["phase"] == phase])
+        assert sent == [1 + n % 4 for n in range(len(sent))], (phase, sent)
+    assert (records["completion_tokens"] == lines + 2).all()  # the file's answer lengths
+    assert list(records["shared_tokens"].iloc[:3]) == [0, 0, 200]  # the prefixes shared across the whole run
+    assert (records["cached_tokens"].iloc[:2] < 16).all()  # and not with the run before
+    assert (records["cached_tokens"].iloc[2:] >= 200 - 16).all()
+    assert not records["flags"].fillna("").str.contains("cache_hit").any()
+
+
+def test_a_class_asks_the_questions_of_a_teachers_file(start_sim, tmp_path):
+    sim = start_sim(**SIM)
+    path = write_jsonl(tmp_path / "last-term.jsonl", [
+        {"prompt": "What is a prime number?", "max_tokens": 5},
+        {"messages": [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Why?"}],
+         "max_tokens": 6}])
+    result = run_cli("capacity", "--host", sim.url, "--dataset", str(path), "--slo", "ttft_p95=5", "--think-time",
+                     "0.1", "--start-students", "2", "--max-students", "2", "--step-s", "1", "--settle-s", "0.2",
+                     "--min-requests", "4", "--max-tokens", "8", "--out", str(tmp_path / "class"))
+    ran(result)
+    records = measured(tmp_path / "class")
+    assert len(records) >= 4 and records["ok"].all() and (records["turn"] == 1).all()  # each line a lesson of one
+    lines = records["source"].str.rsplit(":", n=1).str[1].astype(int)
+    assert set(lines) == {1, 2} and (records["completion_tokens"] == lines + 4).all()  # the file's lengths
+    assert not records["flags"].fillna("").str.contains("cache_hit").any()
+    truth = read_truth(sim.truth_log)
+    assert set(records["request_id"]) <= set(truth["request_id"])

@@ -218,6 +218,20 @@ def _messages(messages) -> list[dict]:
     return messages
 
 
+def answer_limit(file_tokens: int | None, max_tokens: int, ignore_eos: bool) -> tuple[int, bool]:
+    """(max_tokens, ignore_eos) of a request read from a file: the file's answer length, asked for with ignore_eos
+    so that the answer is that long where the engine takes it; without one, the run's own."""
+    return (file_tokens, True) if file_tokens is not None else (max_tokens, ignore_eos)
+
+
+def prepended(message: dict, text: str) -> dict:
+    """``message`` (a copy) with ``text`` before its content: text, or a first text part of a list of parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [{"type": "text", "text": text}, *content]}
+    return {**message, "content": text + (content or "")}
+
+
 def _is_text(content) -> bool:
     if isinstance(content, str):
         return True

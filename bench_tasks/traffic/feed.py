@@ -1,4 +1,5 @@
-"""A file of prompts or conversations sent by a run's users, one request at a time (``run chat --dataset``).
+"""A file of prompts or conversations sent by a run's users, one request at a time: ``DatasetFeed`` for the users
+of ``run chat --dataset``, ``ArrivalFeed`` for the open loop's arrivals (``run rate``, ``sweep --dataset``).
 
 The users of a process share one ``DatasetFeed``: each asks ``next(user)`` for its next request and gives
 the answer back with ``answered(user, text)``. A prompt file's requests go out in the file's order, each
@@ -13,15 +14,27 @@ turns share their conversation's), as every invented prompt does, so that a file
 afresh the second time; with ``prefixes`` (``--prefix-tokens N --prefixes K``) each item's group prefix
 comes before it, so that the items of a group share exactly those N tokens and nothing more. Pure: no
 Locust, no network.
+
+``ArrivalFeed``: the open loop's arrivals are due whatever the server does, so what each one sends is
+asked for when it is due (``next(part)``), never held by a user. Every part of the run (a rate's window, its
+settle and its drain; a flood of ``--rates auto``) reads the file from its first item, so that every rate's
+window sends the same requests and rates differ only by the rate; a part that needs more requests than the
+file holds reads it again from its start (a new pass). A conversation's next turn goes with the first
+arrival after its last answer came back, the model's own answer in its history (``file_answers``: the
+file's); an arrival that finds no conversation waiting for its next turn opens the part's next one. Each
+text opens with a code naming its part, pass and item (and the process: each Locust process reads the file
+on its own), so nothing the run sends twice is served from the first sending's cache; only the shared
+prefixes are shared, across the whole run.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from bench_tasks import run_mark
-from bench_tasks.traffic.dataset import CONVERSATIONS, ConversationReplay, Dataset, PromptRequest
+from bench_tasks import cache_share, run_mark
+from bench_tasks.traffic.dataset import CONVERSATIONS, ConversationReplay, Dataset, PromptRequest, prepended
 from bench_tasks.traffic.prefixes import SharedPrefixes
 
 IDENTITY = "dataset"  # the code of item n is run_mark.code(mark, IDENTITY, n)
@@ -37,17 +50,17 @@ class Ask:
     max_tokens: int | None  # the file's answer length (sent with ignore_eos), None: the run's own
     turn: int | None = None  # a conversation's turn, from 1
     shared_tokens: int | None = None  # the tokens of its prefix an earlier request sent (None: no prefix)
+    held: Held | None = None  # ArrivalFeed: the conversation it is a turn of
+
+    @property
+    def judge(self):
+        """What a conversation's turn may share of its earlier turns (cache_share), or None for a single request."""
+        return None if self.held is None else self.held.shares.judge
 
 
 def opened(messages: list[dict], opening: str) -> list[dict]:
     """``messages`` with ``opening`` before the first one's content (the caller's list left as it was)."""
-    first = dict(messages[0])
-    content = first.get("content")
-    if isinstance(content, list):
-        first["content"] = [{"type": "text", "text": opening + " "}, *content]
-    else:
-        first["content"] = f"{opening} {content or ''}"
-    return [first, *messages[1:]]
+    return [prepended(messages[0], opening + " "), *messages[1:]]
 
 
 class DatasetFeed:
@@ -127,3 +140,72 @@ class DatasetFeed:
             # A conversation's later turns resend its own prefix; the first turn shares its group's.
             shared = self.prefixes.prefix_tokens if turn and turn > 1 else self.prefixes.shared_tokens(item)
         return Ask(item, source, messages, max_tokens, turn, shared)
+
+
+@dataclass
+class Held:
+    """A conversation of an ArrivalFeed's part: its replay, and what its turns sent (for the cache check)."""
+
+    part: str
+    item: int
+    opening: str
+    replay: ConversationReplay
+    shares: cache_share.Conversation
+
+
+class _Part:
+    """What one part of the open loop has read of the file: its items, its pass, its conversations waiting."""
+
+    def __init__(self) -> None:
+        self.items = iter(())
+        self.passes = 0
+        self.ready: deque[Held] = deque()  # conversations whose last answer came back, the longest waiting first
+
+
+class ArrivalFeed:
+    def __init__(self, dataset: Dataset, mark: str, file_answers: bool = False,
+                 prefixes: SharedPrefixes | None = None, process: int = 0) -> None:
+        self.dataset, self.mark, self.file_answers = dataset, mark, file_answers
+        self.prefixes, self.process = prefixes, process
+        self._parts: dict[str, _Part] = {}
+        self._groups_sent: set[int] = set()  # the prefixes a request of this process sent
+
+    def next(self, part: str) -> Ask:
+        """What the arrival of ``part`` (its phase: ``rate-4``, ``settle-rate-4``, ``flood-2``) sends."""
+        reading = self._parts.setdefault(part, _Part())
+        if reading.ready:
+            return self._turn(reading.ready.popleft())
+        item, found = self._take(reading)
+        opening = run_mark.opening(self.mark, IDENTITY, part, self.process, reading.passes, item)
+        if self.dataset.kind == CONVERSATIONS:
+            return self._turn(Held(part, item, opening, found.replay(self.file_answers), cache_share.Conversation()))
+        return self._ask(item, found.source, opened(found.messages, opening), found.max_tokens, None)
+
+    def answered(self, ask: Ask, text: str | None) -> None:
+        """The answer to ``ask`` (None: it failed): a conversation's next turn may go with the next arrival."""
+        held = ask.held
+        if held is None:
+            return
+        held.replay.answered(text)
+        if not held.replay.finished:
+            self._parts[held.part].ready.append(held)
+
+    def _take(self, reading: _Part) -> tuple[int, PromptRequest | object]:
+        taken = next(reading.items, None)
+        if taken is None:  # the file's end: read it again, a new pass with codes of its own
+            reading.passes += 1
+            reading.items = enumerate(self.dataset.items())
+            taken = next(reading.items)
+        return taken
+
+    def _turn(self, held: Held) -> Ask:
+        messages = held.replay.next_messages()
+        return self._ask(held.item, held.replay.conversation.source, opened(messages, held.opening), None,
+                         held.replay.turn, held)
+
+    def _ask(self, item: int, source: str, messages: list[dict], max_tokens: int | None, turn: int | None,
+             held: Held | None = None) -> Ask:
+        shared = None
+        if self.prefixes is not None:
+            messages, shared = self.prefixes.sent(messages, item, self._groups_sent)
+        return Ask(item, source, messages, max_tokens, turn, shared, held)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from bench_tasks.traffic.dataset import prepended
 from bench_tasks.traffic.vocabulary import Vocabulary
 
 SEPARATOR = "\n\n"
@@ -39,13 +40,15 @@ class SharedPrefixes:
         """Tokens of request n's prompt an earlier request of its group sent too (the prefix's, after the first)."""
         return self.prefix_tokens if n >= self.groups else 0
 
+    def sent(self, messages: list[dict], n: int, groups_sent: set[int]) -> tuple[list[dict], int]:
+        """Request n's messages opened by its group's prefix, and the prefix tokens it shares: all of them when a
+        request of its group is in ``groups_sent`` (which it then joins), as in an open loop whose requests are
+        numbered by their part (each part's first ones share the prefixes an earlier part sent)."""
+        group = self.group(n)
+        shared = self.prefix_tokens if group in groups_sent else 0
+        groups_sent.add(group)
+        return self.messages(messages, n), shared
+
     def messages(self, messages: list[dict], n: int) -> list[dict]:
         """``messages`` with request n's group prefix opening the first one's content."""
-        first = dict(messages[0])
-        prefix = self.text(self.group(n)) + SEPARATOR
-        content = first.get("content")
-        if isinstance(content, list):
-            first["content"] = [{"type": "text", "text": prefix}, *content]
-        else:
-            first["content"] = prefix + (content or "")
-        return [first, *messages[1:]]
+        return [prepended(messages[0], self.text(self.group(n)) + SEPARATOR), *messages[1:]]

@@ -15,6 +15,7 @@ from locust import constant, task
 from locust.exception import StopUser
 
 from bench_tasks import cache_share, chat
+from bench_tasks.traffic.dataset import answer_limit
 from locustfiles.users.job_user import JobUser
 from locustfiles.users.llm_user import LLMUser
 from locustfiles.users.traffic import OwnTraffic, shareable_with_prefix
@@ -71,10 +72,8 @@ class ChatUser(LLMUser):
         record = self.new_record("chat", "chat", turn=ask.turn, source=ask.source, shared_tokens=ask.shared_tokens,
                                  concurrency=self.environment.runner.user_count)
         shareable_with_prefix(self, record, ask.messages, ask.shared_tokens)
-        # The file's answer length, with ignore_eos so that the answer is that long where the engine takes it.
-        file_length = ask.max_tokens is not None
-        recorder = self.stream_chat(record, ask.messages, ask.max_tokens if file_length else self.options.max_tokens,
-                                    ignore_eos=file_length or self.options.ignore_eos,
+        max_tokens, ignore_eos = answer_limit(ask.max_tokens, self.options.max_tokens, self.options.ignore_eos)
+        recorder = self.stream_chat(record, ask.messages, max_tokens, ignore_eos=ignore_eos,
                                     stop=list(self.options.stop) or None,
                                     judge=self.conversation.judge if ask.turn else None)
         feed.answered(self, recorder.answer_text if record.ok else None)

@@ -1,7 +1,8 @@
 """A class of students: each arrives, asks, reads the answer, thinks, and asks again, resending the
 whole conversation (bench_tasks.classroom). ``Student`` runs free (classroom.py: the class is whoever
 Locust started); ``SearchedStudent`` takes each question from the capacity search (capacity.py), which
-labels it with the step it belongs to.
+labels it with the step it belongs to. With --dataset, the students of a process take their lessons from
+the teacher's file, one after the other (``ClassFile``), each record keeping its line (``source``).
 """
 
 from locust import task
@@ -11,9 +12,22 @@ from bench_tasks import cache_share, classroom, paste, prompt
 from bench_tasks.server import Unreachable
 from bench_tasks.suite import Job
 from bench_tasks.tokens import token_counter
+from bench_tasks.traffic.dataset import Dataset, answer_limit
 from locustfiles.users.llm_user import LLMUser
 
 WAIT_FOR_SEAT_S = 0.05
+
+
+class ClassFile:
+    """The lessons of --dataset, shared by this process's students (read at the first one's start)."""
+
+    def __init__(self) -> None:
+        self.lessons: classroom.FileLessons | None = None
+
+    def of(self, path: str | None) -> classroom.FileLessons | None:
+        if path and self.lessons is None:
+            self.lessons = classroom.FileLessons(Dataset.open(path))
+        return self.lessons
 
 
 class Student(LLMUser):
@@ -26,7 +40,8 @@ class Student(LLMUser):
         # Seeded by worker and number: students on different workers do not think in step, and a run repeated
         # with --repeat-mark asks the same questions.
         self.student = classroom.Student(self.options.think_time, seed=worker * 100003 + number,
-                                         name=f"student {worker}-{number}", paste_share=self.options.paste_share)
+                                         name=f"student {worker}-{number}", paste_share=self.options.paste_share,
+                                         lessons=self.llm.state(ClassFile).of(self.options.dataset))
         self.resent = cache_share.Conversation()  # what the conversation sent before, which it may share
         self._wait_s = 0.0
 
@@ -52,15 +67,16 @@ class Student(LLMUser):
         size = self.options.paste_size if self.student.pastes() else None
         conversation = self.student.conversation
         opening = self.opening(self.scenario, self.student.name, conversation)
+        lesson = self.student.lesson
         record = self.new_record(job.scenario, job.phase, round=conversation, turn=self.student.turn,
-                                 students=job.students, prompt_size=size)
+                                 students=job.students, prompt_size=size, source=lesson.source)
         try:
             question = self.student.messages(self.document(size, conversation) if size else None, opening)
         except Unreachable as exc:  # no server to count the document's tokens: this question failed
             self.unreachable(record, exc)
             return
-        recorder = self.stream_chat(record, question, self.options.max_tokens, ignore_eos=self.options.ignore_eos,
-                                    judge=self.resent.judge)
+        max_tokens, ignore_eos = answer_limit(lesson.max_tokens, self.options.max_tokens, self.options.ignore_eos)
+        recorder = self.stream_chat(record, question, max_tokens, ignore_eos=ignore_eos, judge=self.resent.judge)
         if record.ok:
             self.student.answered(question, recorder.answer_text)
         if self.student.conversation != conversation:

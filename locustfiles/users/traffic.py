@@ -3,7 +3,8 @@ the trace's users (``TraceUser``: each job the trace's request of its place, sen
 
 ``OwnTraffic`` measures the server's one-token words once per run, when the first user that needs them starts
 (the others wait for it), and holds the run's shared prefixes (--prefix-tokens, --prefixes), its file of
-prompts (--dataset: bench_tasks.traffic.feed) and its trace's prompts and cursor (--trace).
+prompts (--dataset: bench_tasks.traffic.feed; the free users' DatasetFeed, or the open loop's ArrivalFeed) and its
+trace's prompts and cursor (--trace).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import gevent.lock
 from bench_tasks import tokens
 from bench_tasks.open_loop import SCENARIO, stamp_due
 from bench_tasks.traffic.dataset import Dataset
-from bench_tasks.traffic.feed import DatasetFeed
+from bench_tasks.traffic.feed import ArrivalFeed, DatasetFeed
 from bench_tasks.traffic.prefixes import SharedPrefixes
 from bench_tasks.traffic.replay import TraceCursor, opened, shareable_tokens
 from bench_tasks.traffic.trace import Trace, TracePrompts
@@ -26,20 +27,26 @@ class OwnTraffic:
         self._lock = gevent.lock.Semaphore()
         self.vocabulary: Vocabulary | None = None
         self.prefixes: SharedPrefixes | None = None
-        self.feed: DatasetFeed | None = None
+        self.feed: DatasetFeed | ArrivalFeed | None = None
+        self.groups_sent: set[int] = set()  # the open loop's chat questions: the prefixes sent (SharedPrefixes.sent)
         self.trace: Trace | None = None  # the shape's, where it runs in this process
         self.prompts: TracePrompts | None = None
         self.cursor: TraceCursor | None = None
 
-    def prepare(self, user) -> None:
-        """What this run's options ask for, made by the first user to start (the others wait on the lock)."""
+    def prepare(self, user, open_loop: bool = False) -> None:
+        """What this run's options ask for, made by the first user to start (the others wait on the lock);
+        ``open_loop``: a file's requests sent as the open loop's arrivals fall due (ArrivalFeed)."""
         with self._lock:
             given = user.options
             if given.prefix_tokens and self.prefixes is None:
                 self.prefixes = SharedPrefixes(self._words(user), given.mark, given.prefix_tokens, given.prefixes or 1)
             if given.dataset and self.feed is None:
-                self.feed = DatasetFeed(Dataset.open(given.dataset), given.mark, given.requests,
-                                        given.file_answers, self.prefixes)
+                dataset = Dataset.open(given.dataset)
+                if open_loop:
+                    process = getattr(user.environment.runner, "worker_index", 0)
+                    self.feed = ArrivalFeed(dataset, given.mark, given.file_answers, self.prefixes, process)
+                else:
+                    self.feed = DatasetFeed(dataset, given.mark, given.requests, given.file_answers, self.prefixes)
             if given.trace and self.prompts is None:
                 trace = self.trace or opened(given.trace, given.block_tokens, given.trace_summary)
                 self.prompts = TracePrompts(self._words(user), given.mark, given.block_tokens)
