@@ -46,9 +46,9 @@ def test_a_prompt_file_goes_out_in_order_each_request_opened_by_the_mark_and_its
     feed = DatasetFeed(Dataset.open(str(path)), MARK)
     first, second = feed.next("a"), feed.next("b")
     assert (first.source, first.max_tokens, first.turn, first.shared_tokens) == (f"{path}:1", 7, None, None)
-    assert content(first.messages) == f"{run_mark.opening(MARK, 'dataset', 0)} Why is the sky blue?"
+    assert content(first.messages) == f"{run_mark.opening(MARK, 'dataset', 0, 0)} Why is the sky blue?"
     assert second.source == f"{path}:2" and second.max_tokens is None
-    assert content(second.messages) == f"{run_mark.opening(MARK, 'dataset', 1)} Be brief."
+    assert content(second.messages) == f"{run_mark.opening(MARK, 'dataset', 0, 1)} Be brief."
     assert second.messages[1] == {"role": "user", "content": "Hi"}
     assert not feed.over
     feed.answered("a", "blue")
@@ -59,6 +59,9 @@ def test_a_prompt_file_goes_out_in_order_each_request_opened_by_the_mark_and_its
     assert feed.over and feed.sent == 3
     other = DatasetFeed(Dataset.open(str(path)), "ffff0000").next("a")
     assert content(other.messages) != content(first.messages)  # another invocation: fresh from the bracket on
+    # Another Locust process of the run sends the file too: its copy never reads the first process's cache.
+    worker = DatasetFeed(Dataset.open(str(path)), MARK, process=1).next("a")
+    assert content(worker.messages) == f"{run_mark.opening(MARK, 'dataset', 1, 0)} Why is the sky blue?"
 
 
 def test_the_limit_caps_the_requests_sent(tmp_path):
@@ -77,7 +80,7 @@ def test_conversations_are_held_by_their_user_turn_after_turn_with_the_models_an
     feed = DatasetFeed(Dataset.open(str(path)), MARK)
     a1, b1 = feed.next("a"), feed.next("b")
     assert (a1.turn, b1.turn) == (1, 1) and a1.source == f"{path}:2" and a1.source != b1.source
-    assert content(a1.messages).startswith(run_mark.opening(MARK, "dataset", 0) + " Be kind.")
+    assert content(a1.messages).startswith(run_mark.opening(MARK, "dataset", 0, 0) + " Be kind.")
     feed.answered("a", "My own answer.")
     feed.answered("b", "Done.")
     a2 = feed.next("a")
@@ -108,7 +111,7 @@ def test_prefixes_open_each_item_and_say_what_it_shares(tmp_path, vocabulary):
     feed = DatasetFeed(Dataset.open(str(path)), MARK, prefixes=prefixes)
     asked = [feed.next(user) for user in "abcd"]
     assert [a.shared_tokens for a in asked] == [0, 0, 40, 40]
-    assert content(asked[2].messages).startswith(prefixes.text(0) + "\n\n" + run_mark.opening(MARK, "dataset", 2))
+    assert content(asked[2].messages).startswith(prefixes.text(0) + "\n\n" + run_mark.opening(MARK, "dataset", 0, 2))
     assert content(asked[1].messages).startswith(prefixes.text(1) + "\n\n")
     conversations = write_jsonl(tmp_path / "c.jsonl", [sharegpt(1, turns=2)])
     feed = DatasetFeed(Dataset.open(str(conversations)), MARK, prefixes=prefixes)

@@ -9,9 +9,10 @@ next one. ``limit`` (``--requests``) caps the requests sent; a conversation cut 
 failed turn, is not sent further. The run is over (``over``) when nothing is left to send and every
 request sent was answered.
 
-Every request opens with the run's mark and the code of its item (``run_mark.opening``: a conversation's
-turns share their conversation's), as every invented prompt does, so that a file sent twice is served
-afresh the second time; with ``prefixes`` (``--prefix-tokens N --prefixes K``) each item's group prefix
+Every request opens with the run's mark and the code of its item and process (``run_mark.opening``: a
+conversation's turns share their conversation's), as every invented prompt does, so that a file sent twice
+is served afresh the second time (each Locust process of a distributed run sends the file on its own: its
+copy is its own, never served from another's cache); with ``prefixes`` (``--prefix-tokens N --prefixes K``) each item's group prefix
 comes before it, so that the items of a group share exactly those N tokens and nothing more. Pure: no
 Locust, no network.
 
@@ -65,9 +66,9 @@ def opened(messages: list[dict], opening: str) -> list[dict]:
 
 class DatasetFeed:
     def __init__(self, dataset: Dataset, mark: str, limit: int | None = None, file_answers: bool = False,
-                 prefixes: SharedPrefixes | None = None) -> None:
+                 prefixes: SharedPrefixes | None = None, process: int = 0) -> None:
         self.dataset, self.mark, self.limit = dataset, mark, limit
-        self.file_answers, self.prefixes = file_answers, prefixes
+        self.file_answers, self.prefixes, self.process = file_answers, prefixes, process
         self._items = enumerate(dataset.items())
         self._exhausted = False
         self._held: dict[Hashable, tuple[int, ConversationReplay]] = {}  # user -> (item, its conversation)
@@ -133,7 +134,7 @@ class DatasetFeed:
             del self._held[user]
 
     def _ask(self, item: int, source: str, messages: list[dict], max_tokens: int | None, turn: int | None) -> Ask:
-        messages = opened(messages, run_mark.opening(self.mark, IDENTITY, item))
+        messages = opened(messages, run_mark.opening(self.mark, IDENTITY, self.process, item))
         shared = None
         if self.prefixes is not None:
             messages = self.prefixes.messages(messages, item)
