@@ -109,9 +109,9 @@ def test_by_default_the_probe_predicts_the_knee_and_the_search_confirms_it_in_fe
     assert paper == 6
     sim = start_sim(**SIM)
     out = tmp_path / "auto"
-    result = run_cli("capacity", "--host", sim.url, "--slo", "ttft_p95=0.025", "--think-time", "0.25-0.5", "--max-tokens",
-                     "41", "--ignore-eos", "--step-s", "3.75", "--settle-s", "1", "--min-requests", "10", "--out",
-                     str(out), timeout=280)
+    result = run_cli("capacity", "--host", sim.url, "--slo", "ttft_p95=0.025", "--think-time", "0.25-0.5",
+                     "--max-tokens", "41", "--ignore-eos", "--step-s", "3.75", "--settle-s", "1", "--min-requests",
+                     "10", "--out", str(out), timeout=280)
     print(result.stdout)
     assert result.returncode == 0, result.stderr[-3000:]
     events = [json.loads(line) for line in (out / "capacity.jsonl").read_text().splitlines()]
