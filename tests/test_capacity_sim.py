@@ -17,26 +17,27 @@ from tests.conftest import load_records, run_cli
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 # The class the search must find, worked out on paper for the engine and the class below:
-# - 4 slots; prefill 1e6 tok/s (a conversation of at most ~2K tokens prefills in at most 2 ms);
-#   decode 80 tok/s per stream whatever the load (decode_slowdown 0); answers of exactly 41 tokens
+# - 4 slots; prefill 2e6 tok/s (a conversation of at most ~2K tokens prefills in at most 1 ms);
+#   decode 160 tok/s per stream whatever the load (decode_slowdown 0); answers of exactly 41 tokens
 #   (--max-tokens 41 --ignore-eos): the first token comes at the end of the prefill, the other 40
-#   at 12.5 ms each, so a question holds a slot for S = 40 / 80 = 0.5 s.
-# - Every student thinks exactly T = 0.5625 s after each answer: without waiting, a student asks once
-#   every S + T = 1.0625 s. The 4 slots answer at most 4 / S = 8 questions/s, so a class of N asks
-#   N / 1.0625 questions/s and fits while N <= 8 * 1.0625 = 8.5.
+#   at 6.25 ms each, so a question holds a slot for S = 40 / 160 = 0.25 s.
+# - Every student thinks exactly T = 0.28125 s after each answer: without waiting, a student asks once
+#   every S + T = 0.53125 s. The 4 slots answer at most 4 / S = 16 questions/s, so a class of N asks
+#   N / 0.53125 questions/s and fits while N <= 16 * 0.53125 = 8.5.
 # - N = 8 fits: with constant times the closed loop settles into a schedule in which nobody waits
 #   for a slot (a slot frees before the next question comes), and the first token takes the prefill
-#   plus loopback, a few ms: TTFT p95 well under 0.05 s.
-# - N = 9 does not: the slots are always busy, a question is answered every S / 4 = 0.125 s, so each
-#   student's cycle is 9 * 0.125 = 1.125 s = S + T + 0.0625 s of waiting on average, and the waits
-#   bunch (some questions wait for a whole slot), so the TTFT p95 is above 0.05 s.
-# So the largest class meeting ttft_p95 <= 0.05 s is 8. (The search's logic has no time scale of its own:
-# this is the paper's class of 40 tok/s, 1.125 s of thought and 0.1 s of TTFT at twice the speed, with
-# --step-s and --settle-s halved too, so every window holds as many questions as it did, in half the time.)
+#   plus loopback, a few ms: TTFT p95 well under 0.025 s.
+# - N = 9 does not: the slots are always busy, a question is answered every S / 4 = 0.0625 s, so each
+#   student's cycle is 9 * 0.0625 = 0.5625 s = S + T + 0.03125 s of waiting on average, and the waits
+#   bunch (some questions wait for a whole slot), so the TTFT p95 is above 0.025 s.
+# So the largest class meeting ttft_p95 <= 0.025 s is 8. (The search's logic has no time scale of its own:
+# this is the paper's class of 40 tok/s, 1.125 s of thought and 0.1 s of TTFT at four times the speed, with
+# --step-s and --settle-s a quarter too, so every window holds as many questions as it did, in a quarter of
+# the time. The first token's few ms of loopback and scheduling do not scale: 0.025 s keeps them far below.)
 PAPER_CAPACITY = 8
-SIM = {"slots": 4, "prefill_tps": 1e6, "decode_tps": 80.0, "decode_slowdown": 0.0}
-SEARCH = ["--slo", "ttft_p95=0.05", "--think-time", "0.5625", "--max-tokens", "41", "--ignore-eos",
-          "--start-students", "2", "--step", "+3", "--step-s", "5", "--settle-s", "2.5", "--min-requests", "10"]
+SIM = {"slots": 4, "prefill_tps": 2e6, "decode_tps": 160.0, "decode_slowdown": 0.0}
+SEARCH = ["--slo", "ttft_p95=0.025", "--think-time", "0.28125", "--max-tokens", "41", "--ignore-eos",
+          "--start-students", "2", "--step", "+3", "--step-s", "2.5", "--settle-s", "1.25", "--min-requests", "10"]
 
 
 def search(url: str, out: Path):
@@ -83,13 +84,13 @@ def test_the_search_finds_the_paper_capacity_of_the_simulated_engine(start_sim, 
     assert (classroom["completion_tokens"] == 41).all() and classroom["turn"].max() >= 2  # conversations grow
     # each step's verdict, as it came, on the interval it was decided on
     assert re.search(r"\d+ students: TTFT p95 [\d.]+ s \(90% CI [\d.?]+–[\d.?]+\): meets", result.stdout)
-    # Two students ask at most 2 x 15 s / 1.0625 s = 28 questions in the longest window (3 x --step-s), fewer
+    # Two students ask at most 2 x 7.5 s / 0.53125 s = 28 questions in the longest window (3 x --step-s), fewer
     # than the 59 a p95's upper end needs: the window went on, and was decided on its point estimate.
     two = [e for e in events if e["event"] == "step" and e["students"] == 2][-1]
     looks = [e["event"] for e in events if e.get("phase") == two["phase"]]
     assert two["outcome"] == slo.SATURATED or (
-        looks[0] == "extend" and looks[-1] == "step" and two["decided_on"] == slo.BY_POINT and two["window_s"] >= 15)
-    assert f"Largest class that met the SLO (ttft_p95 ≤ 0.05 s, no failed request): {int(found)}" in result.stdout
+        looks[0] == "extend" and looks[-1] == "step" and two["decided_on"] == slo.BY_POINT and two["window_s"] >= 7.5)
+    assert f"Largest class that met the SLO (ttft_p95 ≤ 0.025 s, no failed request): {int(found)}" in result.stdout
     assert "Capacity" in (out / "summary.md").read_text()
 
 
@@ -100,22 +101,22 @@ def test_by_default_the_probe_predicts_the_knee_and_the_search_confirms_it_in_fe
     from bench_tasks.classroom import ThinkTime
     from bench_tasks.capacity.queue_model import Server, predict
 
-    # The same engine, students who think 0.5-1 s (uniform): no hand-worked schedule any more, so the paper
-    # capacity is the queueing model's run on the engine's true timings (41 tokens, 40 of them at 80 tok/s).
-    goal = slo.parse("ttft_p95=0.05")
-    paper = predict(Server(slots=4, token_s=1 / 80, answer_tokens=(41,), first_token_s=0.001), ThinkTime(0.5, 1),
+    # The same engine, students who think 0.25-0.5 s (uniform): no hand-worked schedule any more, so the paper
+    # capacity is the queueing model's run on the engine's true timings (41 tokens, 40 of them at 160 tok/s).
+    goal = slo.parse("ttft_p95=0.025")
+    paper = predict(Server(slots=4, token_s=1 / 160, answer_tokens=(41,), first_token_s=0.0005), ThinkTime(0.25, 0.5),
                     goal, max_students=256).capacity
     assert paper == 6
     sim = start_sim(**SIM)
     out = tmp_path / "auto"
-    result = run_cli("capacity", "--host", sim.url, "--slo", "ttft_p95=0.05", "--think-time", "0.5-1", "--max-tokens",
-                     "41", "--ignore-eos", "--step-s", "7.5", "--settle-s", "2", "--min-requests", "10", "--out",
-                     str(out), timeout=280)
+    result = run_cli("capacity", "--host", sim.url, "--slo", "ttft_p95=0.025", "--think-time", "0.25-0.5",
+                     "--max-tokens", "41", "--ignore-eos", "--step-s", "3.75", "--settle-s", "1", "--min-requests",
+                     "10", "--out", str(out), timeout=280)
     print(result.stdout)
     assert result.returncode == 0, result.stderr[-3000:]
     events = [json.loads(line) for line in (out / "capacity.jsonl").read_text().splitlines()]
     probe = next(e for e in events if e["event"] == "probe")
-    assert probe["server"]["slots"] == 4 and 1 / probe["server"]["token_s"] == pytest.approx(80.0, rel=0.05)
+    assert probe["server"]["slots"] == 4 and 1 / probe["server"]["token_s"] == pytest.approx(160.0, rel=0.05)
     assert set(probe["server"]["answer_tokens"]) == {41} and abs(probe["capacity"] - paper) <= 1
     steps = [e for e in events if e["event"] == "step"]
     assert steps[0]["students"] == probe["capacity"]  # the search starts at the predicted knee

@@ -20,8 +20,8 @@ from tests.conftest import read_truth
 from tests.rate_truth import joined, paper_capacity, true_window
 
 ANSWER_TOKENS = 48
-FLOOD_S = 8.0
-CONFIGS = {  # slots, decode, slowdown, prefill and base latency all in play; run alone they take ~20 s
+FLOOD_S = 4.0
+CONFIGS = {  # slots, decode, slowdown, prefill and base latency all in play; run alone they take ~10 s
     "default": dict(),
     "slow prompts": dict(slots=3, decode_tps=200.0, decode_slowdown=0.15, prefill_tps=2000.0, base_latency_s=0.05),
 }
