@@ -28,8 +28,16 @@ CAPACITY = ROOT / "locustfiles" / "capacity.py"
 
 
 def locust(*args: str, log: Path, locustfile: Path = SUITE) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "locust", "-f", str(locustfile), *args],
-                            stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=log.parent)
+    return subprocess.Popen([sys.executable, "-m", "locust", "-f", str(locustfile), *args], stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT, cwd=log.parent, preexec_fn=as_in_a_terminal)
+
+
+def as_in_a_terminal() -> None:
+    """Ctrl-C (SIGINT) handled as a terminal's foreground command has it. A process inherits an ignored
+    SIGINT, and a non-interactive shell ignores it in what it starts with ``&`` (``pytest ... &`` in a
+    script): Python then installs no KeyboardInterrupt, and a worker given SIGINT runs on until its
+    master's heartbeat times out, a minute later (seen: the test's 20 s wait ran out)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def start_master(url: str, out: Path, port: int, suite: list[str], workers: int = 2,

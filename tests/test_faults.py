@@ -77,31 +77,26 @@ def printed(records) -> str:
     return "\n".join([format_overview(overview(records)), *study.warnings(records)])
 
 
-@pytest.fixture(scope="module")
-def fault_runs(request, tmp_path_factory):
-    """Each selected kind's run against its own simulated engine, one after the other (runs of one event loop
+@pytest.fixture
+def fault_run(kind, tmp_path):
+    """The kind's run against its own simulated engine: (truth log, out dir, exit code). Each kind is a test
+    of its own, which pytest-xdist hands to any worker; a worker runs one at a time (runs of one event loop
     side by side would delay each other's reads, which a stream's bunching flag would show)."""
-    selected = [getattr(item, "callspec", None) for item in request.session.items if item.module is request.module]
-    kinds = [spec.params["kind"] for spec in selected if spec and "kind" in spec.params]
-    runs = {}
-    for kind in kinds:
-        directory = tmp_path_factory.mktemp(f"fault-{kind}")
-        sim = simengine.start_process(simengine.SimConfig(
-            port=0, truth_log=str(directory / "truth.jsonl"), fault_rate=1.0, fault_kinds=(kind,), stall_s=5.0,
-            decode_tps=READ_WHOLE_TPS if kind in READ_WHOLE else 400.0))
-        try:
-            run = measure(sim.url, directory / "run", ["--only", ",".join(SCENARIOS), "--runs", "1", "--bursts", "2",
-                                                       "--read-timeout", "1"])
-        finally:
-            sim.stop()
-        runs[kind] = directory / "truth.jsonl", directory / "run", run.environment.process_exit_code
-    return runs
+    sim = simengine.start_process(simengine.SimConfig(
+        port=0, truth_log=str(tmp_path / "truth.jsonl"), fault_rate=1.0, fault_kinds=(kind,), stall_s=5.0,
+        decode_tps=READ_WHOLE_TPS if kind in READ_WHOLE else 400.0))
+    try:
+        run = measure(sim.url, tmp_path / "run", ["--only", ",".join(SCENARIOS), "--runs", "1", "--bursts", "2",
+                                                  "--read-timeout", "1"])
+    finally:
+        sim.stop()
+    return tmp_path / "truth.jsonl", tmp_path / "run", run.environment.process_exit_code
 
 
 @pytest.mark.parametrize("kind", [kind if kind in IN_THE_LOOP else pytest.param(kind, marks=pytest.mark.slow)
                                   for kind in FAULTS])
-def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(fault_runs, kind):
-    truth_log, out, exit_code = fault_runs[kind]
+def test_fault_is_recorded_in_every_scenario_and_the_run_finishes(fault_run, kind):
+    truth_log, out, exit_code = fault_run
     assert exit_code is None, (out / "failure.json").read_text()
     records = load_records(out)
     measured = records[records["scenario"] != "warmup"]
