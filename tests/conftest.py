@@ -54,9 +54,11 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 # The longest tests, by module: handed out first, so that none of them is left to end the run alone (a
-# scheduling hint: a module missing here costs minutes, never a result).
+# scheduling hint: a module missing here costs minutes, never a result). The README's blocks wait for its
+# set-up (one per session, tests/test_readme.py): they come after the other long tests, not beside it.
 LONGEST_FIRST = ("test_readme.py", "test_install.py", "test_real_engines.py", "test_distributed.py",
-                 "test_faults.py", "test_failures.py", "test_lost_answers.py", "test_cache_checks.py")
+                 "test_faults.py", "test_failures.py", "test_lost_answers.py", "test_cache_checks.py",
+                 "test_readme.py::blocks")
 ALONE_GROUP = "vllm-then-alone"
 
 
@@ -72,6 +74,8 @@ def share_among_workers(items) -> None:
         if _in_alone_group(item):
             return (0, item.get_closest_marker("alone") is not None, 0)
         name = item.path.name
+        if name == "test_readme.py" and "set_up" in item.fixturenames and "set_up_command" not in item.name:
+            name = "test_readme.py::blocks"
         return (1, name not in LONGEST_FIRST, LONGEST_FIRST.index(name) if name in LONGEST_FIRST else 0)
 
     items.sort(key=order)  # stable: a module's tests keep their order
