@@ -53,7 +53,7 @@ class ChatUser(LLMUser):
         question, run = chat.nth_question(n, self.options.question)
         # Each question opened by its own code (the process's n-th: each worker counts its own), so that no
         # answer is read from the cache of an earlier pass, another worker's question or an earlier run.
-        opening = self.opening("chat", getattr(self.environment.runner, "worker_index", 0), n)
+        opening = self.opening("chat", self.process, n)
         messages, shared = self.own.prefixed(chat.messages(question, opening), n)
         record = self.new_record("chat", "chat", round=run, concurrency=self.environment.runner.user_count,
                                  shared_tokens=shared)

@@ -36,7 +36,7 @@ class Student(LLMUser):
     def on_start(self) -> None:
         self.user_id = self.llm.user_id()
         super().on_start()
-        worker, number = getattr(self.environment.runner, "worker_index", 0), self.llm.number("student")
+        worker, number = self.process, self.llm.number("student")
         # Seeded by worker and number: students on different workers do not think in step, and a run repeated
         # with --repeat-mark asks the same questions.
         self.student = classroom.Student(self.options.think_time, seed=worker * 100003 + number,

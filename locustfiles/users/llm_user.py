@@ -53,6 +53,12 @@ class LLMUser(FastHttpUser):
         self.stream_chat(record, [{"role": "user", "content": f"{self.opening('warmup', record.user)} Say hello."}],
                          8, ignore_eos=True)
 
+    @property
+    def process(self) -> int:
+        """This Locust process's number among a run's workers (0 alone): each counts its own jobs, so a job's
+        code names its process too."""
+        return getattr(self.environment.runner, "worker_index", 0)
+
     def opening(self, *identity) -> str:
         """What opens the prompt of the job ``identity`` names: this run's mark and the job's code."""
         return run_mark.opening(self.options.mark, *identity)

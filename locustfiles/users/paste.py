@@ -41,7 +41,7 @@ class PasteChatUser(LLMUser):
             raise StopUser()
         n = next(run.asked)
         question, round_ = chat.nth_question(n, self.options.question)
-        opening = self.opening(paste.CHAT_PHASE, getattr(self.environment.runner, "worker_index", 0), n)
+        opening = self.opening(paste.CHAT_PHASE, self.process, n)
         record = self.new_record(paste.SCENARIO, paste.CHAT_PHASE, round=round_,
                                  concurrency=self.environment.runner.user_count)
         run.chats.asked(self, time.perf_counter(), self.last_ttft_s, self.last_e2e_s)
@@ -68,7 +68,7 @@ class PasteUser(LLMUser):
                                                              self.target.model, self.target.api_key,
                                                              self.options.read_timeout))
         phase = paste.paste_phase(size)
-        opening = self.opening(phase, getattr(self.environment.runner, "worker_index", 0), n)
+        opening = self.opening(phase, self.process, n)
         record = self.new_record(paste.SCENARIO, phase, round=n + 1, prompt_size=size)
         try:
             messages, _ = prompt.calibrate(lambda words: prompt.fresh_prompt(opening, words, seed=n), count_tokens,

@@ -42,12 +42,11 @@ class OwnTraffic:
                 self.prefixes = SharedPrefixes(self._words(user), given.mark, given.prefix_tokens, given.prefixes or 1)
             if given.dataset and self.feed is None:
                 dataset = Dataset.open(given.dataset)
-                process = getattr(user.environment.runner, "worker_index", 0)
                 if open_loop:
-                    self.feed = ArrivalFeed(dataset, given.mark, given.file_answers, self.prefixes, process)
+                    self.feed = ArrivalFeed(dataset, given.mark, given.file_answers, self.prefixes, user.process)
                 else:
                     self.feed = DatasetFeed(dataset, given.mark, given.requests, given.file_answers, self.prefixes,
-                                            process)
+                                            user.process)
             if given.trace and self.prompts is None:
                 trace = self.trace or opened(given.trace, given.block_tokens, given.trace_summary)
                 self.prompts = TracePrompts(self._words(user), given.mark, given.block_tokens)
