@@ -137,7 +137,7 @@ def test_run_rate_sends_shared_prefixes_that_llamacpp_serves_from_its_cache_and_
     path = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"Question {n}: why is the sky blue?", "max_tokens": 4}
                                                     for n in range(6)])
     for name in ("first", "again"):  # the same file twice on the same server: the second run is as fresh
-        result = run_cli("run", "rate", "--rate", "2", "--arrivals", "constant", "--dataset", str(path),
+        result = run_cli("run", "rate", "--rate", "1", "--arrivals", "constant", "--dataset", str(path),
                          "--prefix-tokens", "300", "--prefixes", "2", "--host", llamacpp_server.url,
                          "--out", str(tmp_path / name))
         assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
@@ -149,11 +149,13 @@ def test_run_rate_sends_shared_prefixes_that_llamacpp_serves_from_its_cache_and_
         assert list(records["shared_tokens"]) == [0, 0, 300, 300, 300, 300]
         assert (records["completion_tokens"] == 4).all() and records["send_lag_s"].notna().all()
         # Each group's first request is read afresh (the template's opening and the prefix's opener at most: the
-        # prefix is this run's own); a later one sent after its group's first was answered finds the prefix in the
-        # slot that read it (one sent while it was still being read cannot: llama.cpp caches what a slot has read).
+        # prefix is this run's own). A later one sent when every earlier request of its group had been answered
+        # finds the prefix in an idle slot that read it; one sent while the slot holding it is still busy is given
+        # another slot and reads it afresh (llama.cpp caches per slot), which a loaded machine makes happen.
         cached = list(records["cached_tokens"])
         assert max(cached[:2]) <= 40, cached
         ended = records["t_send"] + records["e2e_s"]
-        after = [n for n in range(2, 6) if ended.iloc[n % 2] < records["t_send"].iloc[n]]
+        after = [n for n in range(2, 6)
+                 if all(ended.iloc[m] < records["t_send"].iloc[n] for m in range(n % 2, n, 2))]
         assert after and min(cached[n] for n in after) >= 300 - 16, (cached, after)
         assert not records["flags"].fillna("").str.contains("cache_hit").any()
