@@ -22,6 +22,7 @@ import logging
 import time
 from pathlib import Path
 
+import gevent
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
@@ -33,6 +34,10 @@ from locustfiles.llm_run import LLMRun, RunListener
 
 # Locust workers report every 3 s (docs/locust.md#worker-report-interval): wait longer before stopping.
 REPORT_WAIT_S = 3.5
+# Locust asks a shape every second. A tick that would change nothing looks again this often until the
+# second is nearly up, so a phase's end is acted on at once, not up to a second later.
+LOOK_AGAIN_S = 0.02
+TICK_S = 1.0
 GUARDED = ("tick", "coordinate", "reset_time")
 
 
@@ -92,6 +97,19 @@ class PhasedShape(LoadTestShape, RunListener):
 
     @failure.guarded("tick")
     def tick(self):
+        """What Locust should run now: as soon as it differs from what runs, else after most of a second
+        (Locust then sleeps the rest). A class switch is two ticks (the old class to zero users, then the
+        new one), so a phase that changes the class starts within a second of the last one's end."""
+        started = time.perf_counter()
+        while True:
+            target = self.target()
+            if target is None or target != self.runner.shape_last_tick \
+                    or time.perf_counter() - started >= TICK_S - 2 * LOOK_AGAIN_S:
+                return target
+            gevent.sleep(LOOK_AGAIN_S)
+
+    def target(self):
+        """The users Locust should run, as a tick's value (None: the run is over)."""
         if self.run.failure.failed:
             return self.runner.shape_last_tick or (0, 1)  # the failure is stopping the run: change nothing
         if self.coordinator is None:
@@ -159,10 +177,10 @@ class PolledShape(PhasedShape):
 
     abstract = True
 
-    def tick(self):
+    def target(self):
         if self.coordinator is not None:
             self.coordinator.poll()
-        return super().tick()
+        return super().target()
 
     def recorded(self, row: dict) -> None:
         if self.coordinator is not None:

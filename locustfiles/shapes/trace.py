@@ -49,10 +49,10 @@ class TraceShape(PhasedShape):
         """The longest the trace may leave the server idle by design: at most its span."""
         return self.plan.trace.summary.span_s / self.plan.speed if self.plan is not None else 0.0
 
-    def tick(self):
+    def target(self):
         if self.coordinator is not None:
             self.coordinator.poll()  # jobs fall due by the clock, not only when a user asks
-        return super().tick()
+        return super().target()
 
     def _unsent(self, job) -> None:
         given = self.run.options
