@@ -157,6 +157,7 @@ def quick_through(sim, out, api: str) -> pd.DataFrame:
     return measured
 
 
+@pytest.mark.slow  # three suites and a compare: 30-50 s
 def test_quick_through_each_api_holds_to_the_truth_and_compares_a_column_per_api(start_sim, tmp_path):
     """The agent and the chat through each API, one --setup, each run held to the truth; then a comparison with a
     column per API. (Each run opens its prompts with a mark of its own, so their answers differ: the same

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 
 from analysis import load, lost_master
 from bench_tasks.record import Record
@@ -130,6 +131,7 @@ def test_a_finished_or_a_local_run_lost_no_master(tmp_path):
     assert statement(tmp_path) is None
 
 
+@pytest.mark.slow  # a master killed mid-suite: 12-17 s
 def test_report_gathers_the_laptops_files_and_says_the_master_was_lost(tmp_path):
     laptops = tmp_path / "downloads"
     laptops.mkdir()

@@ -137,6 +137,7 @@ def assert_the_gap_is_marked_and_nothing_hidden(cli, stdout: str, stderr: str, o
     return records
 
 
+@pytest.mark.slow  # a suite across a restart: 25-40 s
 def test_the_simulated_engine_killed_and_restarted_on_its_port_mid_phase(tmp_path):
     port = free_port()
     config = {"port": port, "slots": 2, "decode_tps": 100.0}

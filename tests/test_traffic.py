@@ -532,7 +532,8 @@ def test_shared_prefixes_are_exactly_n_tokens_per_group(vocabulary):
     assert sent[0][0]["content"] == prefixes.text(0) + "\n\nBe brief." and sent[0][1:] == question[1:]
     assert sent[3] == sent[0] and sent[4] == sent[1] and sent[1] != sent[0]
     assert question[0]["content"] == "Be brief."  # the caller's messages are left as they were
-    assert [prefixes.shared_tokens(n) for n in range(5)] == [0, 0, 0, 100, 100]
+    # Shared is judged by what was sent, in the order it was: group 1 first sent by request 4, not request 1.
+    assert [prefixes.sent(question, n)[1] for n in (0, 2, 4, 3, 1, 5)] == [0, 0, 0, 100, 100, 100]
     parts = prefixes.messages([{"role": "user", "content": [{"type": "text", "text": "Why?"}]}], 2)
     assert parts[0]["content"] == [{"type": "text", "text": prefixes.text(2) + "\n\n"},
                                    {"type": "text", "text": "Why?"}]

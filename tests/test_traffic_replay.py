@@ -114,6 +114,7 @@ def test_prefixes_open_each_item_and_say_what_it_shares(tmp_path, vocabulary):
     assert content(asked[2].messages).startswith(prefixes.text(0) + "\n\n" + run_mark.opening(MARK, "dataset", 0, 2))
     assert content(asked[1].messages).startswith(prefixes.text(1) + "\n\n")
     conversations = write_jsonl(tmp_path / "c.jsonl", [sharegpt(1, turns=2)])
+    prefixes = SharedPrefixes(vocabulary, MARK, prefix_tokens=40, groups=2)  # another run: nothing sent yet
     feed = DatasetFeed(Dataset.open(str(conversations)), MARK, prefixes=prefixes)
     first = feed.next("a")
     feed.answered("a", "Yes.")

@@ -73,6 +73,7 @@ def test_shared_prefixes_are_served_from_the_cache_after_their_groups_first_requ
     assert not records["flags"].fillna("").str.contains("cache_hit").any()
 
 
+@pytest.mark.slow  # two replays: 12-18 s
 def test_a_mooncake_trace_is_replayed_on_its_times_and_its_shared_blocks_are_cached(start_sim, tmp_path):
     sim = start_sim(**SIM)
     rows = [{**row, "output_length": min(row["output_length"], 6)}
@@ -107,6 +108,7 @@ def test_a_mooncake_trace_is_replayed_on_its_times_and_its_shared_blocks_are_cac
     assert not again["flags"].fillna("").str.contains("cache_hit").any()
 
 
+@pytest.mark.slow  # run rate then a sweep: 12-19 s
 def test_the_open_loop_sends_a_file_on_time_each_part_from_its_start_and_afresh_each_run(start_sim, tmp_path):
     sim = start_sim(**SIM)
     conversations = write_json_array(tmp_path / "sharegpt.json", [sharegpt(n, turns=2) for n in range(3)])

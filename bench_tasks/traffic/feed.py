@@ -137,9 +137,7 @@ class DatasetFeed:
         messages = opened(messages, run_mark.opening(self.mark, IDENTITY, self.process, item))
         shared = None
         if self.prefixes is not None:
-            messages = self.prefixes.messages(messages, item)
-            # A conversation's later turns resend its own prefix; the first turn shares its group's.
-            shared = self.prefixes.prefix_tokens if turn and turn > 1 else self.prefixes.shared_tokens(item)
+            messages, shared = self.prefixes.sent(messages, item)  # a later turn resends what its first sent
         return Ask(item, source, messages, max_tokens, turn, shared)
 
 
@@ -169,7 +167,6 @@ class ArrivalFeed:
         self.dataset, self.mark, self.file_answers = dataset, mark, file_answers
         self.prefixes, self.process = prefixes, process
         self._parts: dict[str, _Part] = {}
-        self._groups_sent: set[int] = set()  # the prefixes a request of this process sent
 
     def next(self, part: str) -> Ask:
         """What the arrival of ``part`` (its phase: ``rate-4``, ``settle-rate-4``, ``flood-2``) sends."""
@@ -208,5 +205,5 @@ class ArrivalFeed:
              held: Held | None = None) -> Ask:
         shared = None
         if self.prefixes is not None:
-            messages, shared = self.prefixes.sent(messages, item, self._groups_sent)
+            messages, shared = self.prefixes.sent(messages, item)
         return Ask(item, source, messages, max_tokens, turn, shared, held)

@@ -4,8 +4,14 @@ Request n (from 0) belongs to group ``n % K``; its first message's content opens
 prefix, then a blank line, then what it held. A prefix is the opener and words of a Vocabulary, so it
 is exactly N tokens of the server's tokenizer (the chat template's own tokens are not among them, and
 requests share those whatever their group); its words are a pure function of (the invocation's mark,
-the group, N, the words), so no prefix is served from an earlier invocation's cache, and the requests
-after the first K share theirs with an earlier one: what a prefix cache can buy.
+the group, N, the words), so no prefix is served from an earlier invocation's cache, and a request
+whose group an earlier one sent shares its prefix with it: what a prefix cache can buy.
+
+What a request shares is judged by what was sent, in the order it was sent, in one rule for every
+loop: the closed loop's users (whose n-th request may go before the (n-K)-th) and the open loop's
+parts (each reads the file from its start, and its first requests share what an earlier part sent).
+One SharedPrefixes per Locust process: each process counts what it sent (another process may have
+sent a group's prefix first; the cache check allows every request its prefix whatever it claims).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ class SharedPrefixes:
         self.vocabulary, self.mark = vocabulary, mark
         self.prefix_tokens, self.groups, self._words = prefix_tokens, groups, words
         self.text = lru_cache(maxsize=64)(self._text)  # group -> its prefix
+        self._sent: set[int] = set()  # the groups a request has been sent with
 
     def _text(self, group: int) -> str:
         return self.vocabulary.text(self.vocabulary.draw(self.mark, f"prefix {group}", self._words))
@@ -36,17 +43,12 @@ class SharedPrefixes:
     def group(self, n: int) -> int:
         return n % self.groups
 
-    def shared_tokens(self, n: int) -> int:
-        """Tokens of request n's prompt an earlier request of its group sent too (the prefix's, after the first)."""
-        return self.prefix_tokens if n >= self.groups else 0
-
-    def sent(self, messages: list[dict], n: int, groups_sent: set[int]) -> tuple[list[dict], int]:
-        """Request n's messages opened by its group's prefix, and the prefix tokens it shares: all of them when a
-        request of its group is in ``groups_sent`` (which it then joins), as in an open loop whose requests are
-        numbered by their part (each part's first ones share the prefixes an earlier part sent)."""
+    def sent(self, messages: list[dict], n: int) -> tuple[list[dict], int]:
+        """Request n's messages opened by its group's prefix, to be sent now, and the prefix tokens it shares
+        with an earlier request: all of them when a request of its group was sent before it, else none."""
         group = self.group(n)
-        shared = self.prefix_tokens if group in groups_sent else 0
-        groups_sent.add(group)
+        shared = self.prefix_tokens if group in self._sent else 0
+        self._sent.add(group)
         return self.messages(messages, n), shared
 
     def messages(self, messages: list[dict], n: int) -> list[dict]:

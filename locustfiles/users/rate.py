@@ -37,10 +37,8 @@ class RateUser(JobUser):
             self.send_from_file(job, self.own.feed)
             return
         question = chat.QUESTIONS[job.index % len(chat.QUESTIONS)]
-        messages = chat.messages(question, self.opening(job.phase, job.round, job.index))
-        shared = None
-        if self.own.prefixes is not None:
-            messages, shared = self.own.prefixes.sent(messages, job.index - 1, self.own.groups_sent)
+        messages, shared = self.own.prefixed(chat.messages(question, self.opening(job.phase, job.round, job.index)),
+                                             job.index - 1)
         record = self.job_record(job, shared_tokens=shared)
         shareable_with_prefix(self, record, messages, shared)
         self.stream_chat(record, messages, self.options.max_tokens, ignore_eos=self.options.ignore_eos,

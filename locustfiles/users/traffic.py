@@ -28,7 +28,6 @@ class OwnTraffic:
         self.vocabulary: Vocabulary | None = None
         self.prefixes: SharedPrefixes | None = None
         self.feed: DatasetFeed | ArrivalFeed | None = None
-        self.groups_sent: set[int] = set()  # the open loop's chat questions: the prefixes sent (SharedPrefixes.sent)
         self.trace: Trace | None = None  # the shape's, where it runs in this process
         self.prompts: TracePrompts | None = None
         self.cursor: TraceCursor | None = None
@@ -61,10 +60,11 @@ class OwnTraffic:
         return self.vocabulary
 
     def prefixed(self, messages: list[dict], n: int) -> tuple[list[dict], int | None]:
-        """Request n's messages opened by its group's prefix, and the prefix tokens it shares (None: no prefixes)."""
+        """Request n's messages opened by its group's prefix, sent now, and the prefix tokens it shares with an
+        earlier request (None: no prefixes)."""
         if self.prefixes is None:
             return messages, None
-        return self.prefixes.messages(messages, n), self.prefixes.shared_tokens(n)
+        return self.prefixes.sent(messages, n)
 
 
 def shareable_with_prefix(user, record, messages: list[dict], shared: int | None) -> None:
