@@ -38,7 +38,7 @@ BROWSER_FIXTURES = {"chromium", "browser_page"}
 def pytest_collection_modifyitems(config, items) -> None:
     """``engines`` on every test that uses a real engine's fixture, ``browser`` on every test that drives
     Chromium; a marker expression that does not name ``slow`` leaves the slow tests out (the developer's
-    loop, ``-m "not engines and not browser"``). Without -m every test runs. Then the workers' share."""
+    loop, ``-m "not engines and not browser and not alone"``). Without -m every test runs. Then the workers' share."""
     for item in items:
         used = set(item.fixturenames)
         if used & ENGINE_FIXTURES:
