@@ -24,7 +24,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bench_tasks.traffic.dataset import Conversation, Dataset, prepended
+from bench_tasks.traffic.dataset import Conversation, Dataset, Rereading, prepended
 from bench_tasks.traffic.feed import opened
 
 THINK_TIME_S = (10.0, 40.0)
@@ -95,19 +95,17 @@ class FileLessons:
     for the class, in the file's order, again from its start when it runs out (``passes``)."""
 
     def __init__(self, dataset: Dataset) -> None:
-        self.dataset = dataset
-        self.passes = 0
-        self._items = iter(())
+        self._reading = Rereading(dataset)
+
+    @property
+    def passes(self) -> int:
+        return self._reading.passes
 
     def __iter__(self) -> Iterator[Lesson]:
         return self
 
     def __next__(self) -> Lesson:
-        item = next(self._items, None)
-        if item is None:
-            self.passes += 1
-            self._items = self.dataset.items()
-            item = next(self._items)
+        _, item = self._reading.next()
         if isinstance(item, Conversation):
             return Lesson(tuple(turn.question for turn in item.turns),
                           SYSTEM if item.system is None else item.system, item.source)

@@ -141,6 +141,25 @@ class Dataset:
         problems.raise_any()
 
 
+class Rereading:
+    """A Dataset read in order, and again from its start each time it runs out: ``passes`` says how many times
+    its reading began (1 on the first item; the open loop's parts and a class's lessons read a file so)."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.passes = 0
+        self._items: Iterator[tuple[int, PromptRequest | Conversation]] = iter(())
+
+    def next(self) -> tuple[int, PromptRequest | Conversation]:
+        """The next item and its place in the file (from 0)."""
+        taken = next(self._items, None)
+        if taken is None:
+            self.passes += 1
+            self._items = enumerate(self.dataset.items())
+            taken = next(self._items)
+        return taken
+
+
 def _objects(path: str, problems: Problems) -> Iterator[tuple[int, dict]]:
     """The file's JSON objects with their lines; anything else goes to ``problems``."""
     for item in read_items(path):

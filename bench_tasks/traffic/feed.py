@@ -35,7 +35,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from bench_tasks import cache_share, run_mark
-from bench_tasks.traffic.dataset import CONVERSATIONS, ConversationReplay, Dataset, PromptRequest, prepended
+from bench_tasks.traffic.dataset import (CONVERSATIONS, ConversationReplay, Dataset, PromptRequest, Rereading,
+                                        prepended)
 from bench_tasks.traffic.prefixes import SharedPrefixes
 
 IDENTITY = "dataset"  # the code of item n is run_mark.code(mark, IDENTITY, n)
@@ -153,11 +154,10 @@ class Held:
 
 
 class _Part:
-    """What one part of the open loop has read of the file: its items, its pass, its conversations waiting."""
+    """What one part of the open loop has read of the file (its place, its pass), its conversations waiting."""
 
-    def __init__(self) -> None:
-        self.items = iter(())
-        self.passes = 0
+    def __init__(self, dataset: Dataset) -> None:
+        self.file = Rereading(dataset)
         self.ready: deque[Held] = deque()  # conversations whose last answer came back, the longest waiting first
 
 
@@ -170,11 +170,13 @@ class ArrivalFeed:
 
     def next(self, part: str) -> Ask:
         """What the arrival of ``part`` (its phase: ``rate-4``, ``settle-rate-4``, ``flood-2``) sends."""
-        reading = self._parts.setdefault(part, _Part())
+        reading = self._parts.get(part)
+        if reading is None:
+            reading = self._parts[part] = _Part(self.dataset)
         if reading.ready:
             return self._turn(reading.ready.popleft())
-        item, found = self._take(reading)
-        opening = run_mark.opening(self.mark, IDENTITY, part, self.process, reading.passes, item)
+        item, found = reading.file.next()  # at the file's end, read again: a new pass, with codes of its own
+        opening = run_mark.opening(self.mark, IDENTITY, part, self.process, reading.file.passes, item)
         if self.dataset.kind == CONVERSATIONS:
             return self._turn(Held(part, item, opening, found.replay(self.file_answers), cache_share.Conversation()))
         return self._ask(item, found.source, opened(found.messages, opening), found.max_tokens, None)
@@ -187,14 +189,6 @@ class ArrivalFeed:
         held.replay.answered(text)
         if not held.replay.finished:
             self._parts[held.part].ready.append(held)
-
-    def _take(self, reading: _Part) -> tuple[int, PromptRequest | object]:
-        taken = next(reading.items, None)
-        if taken is None:  # the file's end: read it again, a new pass with codes of its own
-            reading.passes += 1
-            reading.items = enumerate(self.dataset.items())
-            taken = next(reading.items)
-        return taken
 
     def _turn(self, held: Held) -> Ask:
         messages = held.replay.next_messages()
