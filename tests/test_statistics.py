@@ -8,6 +8,7 @@ from statistics import NormalDist
 
 import pytest
 
+from bench_tasks import statistics as bench_statistics
 from bench_tasks.statistics import (BATCH_MEANS, CLOPPER_PEARSON, ORDER_STATISTICS, median_interval, quantile_interval,
                                    share_interval, smallest_n, t_quantile, window_quantile_interval)
 
@@ -165,3 +166,48 @@ def test_on_the_classroom_model_the_window_interval_holds_the_long_run_p95_where
             held[name] += found.low <= truth and (found.high is None or truth <= found.high)
     coverage = {name: hits / len(seeds) for name, hits in held.items()}
     assert coverage["batch means"] >= 0.85 and coverage["order statistics"] <= 0.80, coverage
+
+
+def every_term_cdf(n: int, p: float) -> list[float]:
+    """P(B <= i) for i in 0..n, summing all n + 1 terms in order: what bench_tasks.statistics summed before it
+    left out the terms that are 0.0 in double precision (the same terms, by the same formula)."""
+    total, cdf = 0.0, []
+    for i in range(n + 1):
+        total += math.exp(bench_statistics._log_pmf(n, p, i))
+        cdf.append(min(total, 1.0))
+    return cdf
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 19, 20, 59, 60, 100, 1_000, 3_001, 20_000])
+def test_the_binomial_tails_are_the_very_sums_of_every_term(n):
+    """Leaving out the terms under e^-760 changes no bit of any tail, anywhere (the intervals and their levels
+    are made of these numbers, so they are unchanged too), at the quantiles the tables ask for and at shares
+    between, where Clopper-Pearson's bisection evaluates them."""
+    for p in (0.0, 1e-9, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 1 - 1e-9, 1.0, 0.3183):
+        reference = every_term_cdf(n, p)
+        assert bench_statistics._binomial_cdf(n, p) == reference, (n, p)
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            assert bench_statistics._binomial_cdf_at(n, p, k) == reference[k], (n, p, k)
+    first, last = bench_statistics._nonzero_terms(100_000, 0.5)
+    assert last - first + 1 < 0.15 * 100_001  # what it saves at a report's 100k records
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 5, 6, 19, 20, 58, 59, 60, 101, 1_000, 5_000])
+def test_the_ranks_are_those_a_scan_of_every_rank_finds(n):
+    """The ends' ranks come by bisection on the monotone tails: the very ranks (and levels) that trying every
+    rank finds, open ends included."""
+    slack = 1e-12  # bench_tasks.statistics._SLACK
+    for level in (0.5, 0.75, 0.9, 0.95, 0.99):
+        share = (1 - level) / 2
+        for q in (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99):
+            below = every_term_cdf(n, q)
+            lows = [r for r in range(1, n + 1) if below[r - 1] <= share + slack]
+            highs = [s for s in range(1, n + 1) if 1 - below[s - 1] <= share + slack]
+            for open_ends in (False, True):
+                interval = quantile_interval(range(n), q, level, open_ends)
+                low = lows[-1] - 1 if lows else (None if open_ends else 0)
+                high = highs[0] - 1 if highs else (None if open_ends else n - 1)
+                low_miss = below[lows[-1] - 1] if lows else (0.0 if open_ends else below[0])
+                high_miss = 1 - below[highs[0] - 1] if highs else (0.0 if open_ends else 1 - below[n - 1])
+                assert (interval.low, interval.high) == (low, high), (n, q, level, open_ends)
+                assert interval.level == min(1.0, max(0.0, 1 - low_miss - high_miss))
