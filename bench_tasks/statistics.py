@@ -230,7 +230,7 @@ def _binomial_cdf(n: int, p: float) -> list[float]:
 
 def _binomial_cdf_at(n: int, p: float, k: int) -> float:
     first, last = _nonzero_terms(n, p)
-    return min(1.0, sum(math.exp(_log_pmf(n, p, i)) for i in range(first, min(k, last) + 1)))
+    return min(1.0, sum((math.exp(_log_pmf(n, p, i)) for i in range(first, min(k, last) + 1)), 0.0))  # 0.0 if none
 
 
 def _nonzero_terms(n: int, p: float) -> tuple[int, int]:
