@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -99,15 +100,15 @@ def frozen(cli: subprocess.Popen):
         os.kill(locust, signal.SIGCONT)
 
 
-def crash_mid_burst(url: str, out: Path, kill, restart, in_flight_s: float) -> tuple[subprocess.Popen, str, str]:
+def crash_mid_burst(url: str, out: Path, kill, restart, in_flight) -> tuple[subprocess.Popen, str, str]:
     """Run bursts of 4 (2 rounds) then 6 against a server with 2 slots; kill it when round 1's four are in flight
-    (2 streaming, 2 waiting for a slot), leave it down while round 2 is sent, bring it back before the bursts of
-    6. Returns the CLI and what it printed."""
+    (IN_FLIGHT() returns when they are: 2 streaming, 2 waiting for a slot), leave it down while round 2 is sent,
+    bring it back before the bursts of 6. Returns the CLI and what it printed."""
     cli = subprocess.Popen([sys.executable, "-m", "llm_bench.cli", "quick", "--host", url, "--only", "burst",
                             "--bursts", "4,6", "--runs", "2", "--read-timeout", "30", "--out", str(out)], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: jobs_handed(out, "burst-4") >= 4, "burst-4's first round")
-    time.sleep(in_flight_s)  # released 0.25 s after it was handed out: now all four are in the server's hands
+    in_flight()
     kill()
     wait_for(lambda: records_of(out, "burst-4") >= 8, "burst-4's eight records")
     with frozen(cli):
@@ -116,7 +117,9 @@ def crash_mid_burst(url: str, out: Path, kill, restart, in_flight_s: float) -> t
     return cli, stdout, stderr
 
 
-def assert_the_gap_is_marked_and_nothing_hidden(cli, stdout: str, stderr: str, out: Path) -> pd.DataFrame:
+def assert_the_gap_is_marked_and_nothing_hidden(cli, stdout: str, stderr: str, out: Path,
+                                                streaming: range = range(2, 3)) -> pd.DataFrame:
+    """STREAMING: how many of round 1's four may have had their response head (a stream cut, not a wait)."""
     assert cli.returncode == 0, stderr[-3000:]
     records = load_records(out)
     burst4, burst6 = (records[records["phase"] == p] for p in ("burst-4", "burst-6"))
@@ -124,7 +127,8 @@ def assert_the_gap_is_marked_and_nothing_hidden(cli, stdout: str, stderr: str, o
     # Cut mid-stream, or closed while waiting for a slot: failed, none sent again (that would have found no
     # server, or a new one, and hidden the failure).
     assert len(first) == 4 and (first["error"] == "disconnect").all(), first[["error", "http_status", "e2e_s"]]
-    assert (first["http_status"] == 200).sum() == 2 and first["http_status"].isna().sum() == 2
+    heads = int((first["http_status"] == 200).sum())
+    assert heads in streaming and first["http_status"].isna().sum() == 4 - heads, first[["http_status", "e2e_s"]]
     assert len(second) == 4 and (second["error"] == "connect_error").all(), second[["error", "error_detail"]]
     assert len(burst6) == 12 and burst6["ok"].all()  # new connections to the server that came back
     gaps = outages.gaps(records)
@@ -152,7 +156,8 @@ def test_the_simulated_engine_killed_and_restarted_on_its_port_mid_phase(tmp_pat
                                                                     truth_log=str(tmp_path / "truth-1.jsonl"))))
     try:
         out = tmp_path / "run"
-        result = crash_mid_burst(servers[0].url, out, servers[0].popen.kill, restart, in_flight_s=0.6)
+        # Released 0.25 s after they were handed out: by 0.6 s the engine holds all four.
+        result = crash_mid_burst(servers[0].url, out, servers[0].popen.kill, restart, lambda: time.sleep(0.6))
         records = assert_the_gap_is_marked_and_nothing_hidden(*result, out)
     finally:
         for server in servers:
@@ -191,6 +196,16 @@ def test_a_kept_alive_connection_to_a_server_that_died_is_replaced(tmp_path):
     assert len(read_truth(tmp_path / "truth-1.jsonl")) == 1  # the second question, once, to the new engine
 
 
+def both_slots_taken(url: str) -> None:
+    """Until llama.cpp's two slots hold requests (its /slots), then a moment for their heads to reach the client:
+    a fixed wait was too short on a loaded machine."""
+    def taken() -> bool:
+        with urllib.request.urlopen(url + "/slots", timeout=10) as response:
+            return sum(bool(slot.get("is_processing")) for slot in json.load(response)) == 2
+    wait_for(taken, "llama.cpp's two slots taken", timeout_s=60)
+    time.sleep(0.5)
+
+
 @pytest.mark.engines
 def test_llama_cpp_killed_and_restarted_on_its_port_mid_phase(engine_cache_dir, tmp_path):
     from tests.engines.fixtures import SMOLLM2_THREADS, _skip_requested
@@ -213,8 +228,11 @@ def test_llama_cpp_killed_and_restarted_on_its_port_mid_phase(engine_cache_dir, 
 
     try:
         out = tmp_path / "run"
-        result = crash_mid_burst(servers[0].url, out, kill, lambda: servers.append(start()), in_flight_s=0.8)
-        assert_the_gap_is_marked_and_nothing_hidden(*result, out)
+        result = crash_mid_burst(servers[0].url, out, kill, lambda: servers.append(start()),
+                                 lambda: both_slots_taken(servers[0].url))
+        # llama.cpp sends a stream's head when a slot takes it; on a loaded machine the client may not have read
+        # the second before the kill. At least one stream was cut; the two waiting never had a head.
+        assert_the_gap_is_marked_and_nothing_hidden(*result, out, streaming=range(1, 3))
     finally:
         for server in servers:
             server.stop()
