@@ -459,6 +459,60 @@ def test_slots_queue_fifo_and_truth_is_logged(own_sim):
         assert row["n_events"] == row["completion_tokens"] - row["closing_tokens"]
 
 
+def read_until_closing(url: str, headers: dict, seen: threading.Event) -> bytes:
+    """Stream a chat answer over a raw socket; SEEN is set when a closing event ([DONE], an error) arrives."""
+    parts = urlsplit(url)
+    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "Tell me about rivers."}],
+                       "stream": True, "max_tokens": 12}).encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    raw = b""
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n"
+                     f"Content-Type: application/json\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        while data := sock.recv(65536):
+            raw += data
+            if b"data: [DONE]" in raw or b'"error"' in raw:
+                seen.set()
+    return raw
+
+
+@pytest.mark.parametrize("kind", [None, "error_event"])
+def test_a_responses_truth_line_is_written_before_its_closing_events(tmp_path, kind):
+    """Clients stop reading at [DONE] or an error event, not at the chunked terminator: the line must come
+    first. The truth log is a pipe this test has filled, so the engine's write of the line blocks until the
+    test drains it: meanwhile no closing event may reach the client."""
+    fifo = tmp_path / "truth.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    filler = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(filler, b"\n" * 4096)
+    except BlockingIOError:
+        pass
+    handle = simengine.start_process(simengine.SimConfig(truth_log=str(fifo), **FAST))
+    seen = threading.Event()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(read_until_closing, handle.url, {"X-Sim-Fault": kind} if kind else {}, seen)
+            # The answer takes ~10 ms; then the engine blocks on the line, before or after its closing events.
+            assert not seen.wait(1.0), "a closing event reached the client before the truth line was written"
+            drained = b""
+            while b'"request_id"' not in drained or not drained.endswith(b"\n"):
+                try:
+                    drained += os.read(reader, 65536)
+                except BlockingIOError:
+                    time.sleep(0.01)
+            raw = answer.result(timeout=10)
+        assert seen.is_set() and raw.endswith(b"0\r\n\r\n") and b"data: [DONE]" in raw
+        row = json.loads(drained.strip().splitlines()[-1])
+        assert row["status"] == 200 and row["finish_reason"] in (["error"] if kind else ["stop", "length"])
+    finally:
+        handle.stop()
+        os.close(filler)
+        os.close(reader)
+
+
 def test_cli_help_lists_every_config_field():
     out = subprocess.run([sys.executable, "-m", "simengine", "--help"], capture_output=True, text=True, timeout=30)
     for name in simengine.SimConfig.__dataclass_fields__:
