@@ -89,8 +89,7 @@ How answers end (see simengine.answer): by themselves with an end-of-sequence to
 string (counted, not sent; text that may begin one held back), or at `max_tokens` / `ignore_eos`.
 `draft_tokens` > 0 speculates as llama.cpp does: one event per token, each step's accepted draft
 tokens written back to back, `timings` with draft_n and draft_n_accepted. Status 499: the client went away first (a hung request's line, written then, has t_closed). A line is written just before
-its response's closing events ([DONE], the API's last event, an error event), so a client that stops
-reading at the last event finds its line.
+its response's last bytes, so a client that has seen the end of a response finds its line.
 """
 
 from simengine.config import SimConfig

@@ -175,10 +175,9 @@ class Generation:
             self.state = STALLED
             self.engine.scheduler.call_at(perf_counter() + self.stall_s, Generation._on_stall_end, self)
         elif fault == "error_event" and self.stream:
-            payloads = list(self.encoder.failure("simulated engine error (fault error_event)"))
-            self._end("error")
-            for payload in payloads:
+            for payload in self.encoder.failure("simulated engine error (fault error_event)"):
                 self.connection.send_chunk(payload)
+            self._end("error")
             self.connection.end_stream()
         elif fault == "malformed" and self.stream:
             self.connection.send_chunk(self.encoder.malformed())
@@ -212,10 +211,9 @@ class Generation:
         usage = self.usage() if self.include_usage else None
         timings = None if self.fault == "no_usage" else self.timings()
         finish_usage = self.usage() if self.continuous_usage else None
-        payloads = list(self.encoder.closing(reason, finish_usage, usage, timings, self.fault != "no_done"))
-        self._end(reason)  # before the closing events: a client stops reading at [DONE], not at the terminator
-        for payload in payloads:
+        for payload in self.encoder.closing(reason, finish_usage, usage, timings, self.fault != "no_done"):
             self.connection.send_chunk(payload)
+        self._end(reason)
         self.connection.end_stream()
 
     def _body(self, reason: str) -> dict:
@@ -223,8 +221,8 @@ class Generation:
         return self.encoder.body(self.answer, reason, usage, None if usage is None else self.timings())
 
     def _end(self, finish_reason: str | None, status: int = 200) -> None:
-        """Log the truth; called before the response's closing events ([DONE], an error event, the last
-        bytes), so a client that has seen the last event of its response finds its line in the truth log."""
+        """Log the truth; called before the response's last bytes, so a client that has seen the
+        end of its response finds its line in the truth log."""
         if self.state == DONE:
             return
         self.connection.on_lost = None

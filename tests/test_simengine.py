@@ -460,7 +460,7 @@ def test_slots_queue_fifo_and_truth_is_logged(own_sim):
 
 
 def read_until_closing(url: str, headers: dict, seen: threading.Event) -> bytes:
-    """Stream a chat answer over a raw socket; SEEN is set when a closing event ([DONE], an error) arrives."""
+    """Stream a chat answer over a raw socket; SEEN is set when the chunked terminator arrives."""
     parts = urlsplit(url)
     body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "Tell me about rivers."}],
                        "stream": True, "max_tokens": 12}).encode()
@@ -471,16 +471,17 @@ def read_until_closing(url: str, headers: dict, seen: threading.Event) -> bytes:
                      f"Content-Type: application/json\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
         while data := sock.recv(65536):
             raw += data
-            if b"data: [DONE]" in raw or b'"error"' in raw:
+            if raw.endswith(b"\r\n0\r\n\r\n"):
                 seen.set()
     return raw
 
 
 @pytest.mark.parametrize("kind", [None, "error_event"])
-def test_a_responses_truth_line_is_written_before_its_closing_events(tmp_path, kind):
-    """Clients stop reading at [DONE] or an error event, not at the chunked terminator: the line must come
-    first. The truth log is a pipe this test has filled, so the engine's write of the line blocks until the
-    test drains it: meanwhile no closing event may reach the client."""
+def test_a_responses_truth_line_is_written_before_its_last_bytes(tmp_path, kind):
+    """A client that has read its response to the end finds its line. (Not one that stops at [DONE]: the
+    closing events go out first, so that the last token's time is stamped at its write.) The truth log is a
+    pipe this test has filled, so the engine's write of the line blocks until the test drains it: meanwhile
+    the response's end may not reach the client."""
     fifo = tmp_path / "truth.fifo"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -495,8 +496,8 @@ def test_a_responses_truth_line_is_written_before_its_closing_events(tmp_path, k
     try:
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(read_until_closing, handle.url, {"X-Sim-Fault": kind} if kind else {}, seen)
-            # The answer takes ~10 ms; then the engine blocks on the line, before or after its closing events.
-            assert not seen.wait(1.0), "a closing event reached the client before the truth line was written"
+            # The answer takes ~10 ms; then the engine blocks on the line, before or after its last bytes.
+            assert not seen.wait(1.0), "the response ended before its truth line was written"
             drained = b""
             while b'"request_id"' not in drained or not drained.endswith(b"\n"):
                 try:
