@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -143,6 +144,16 @@ def start_sim(tmp_path):
     yield start
     for handle in handles:
         handle.stop()
+
+
+def wait_for(condition, what: str, timeout_s: float = 120.0) -> None:
+    """Until CONDITION() is true; an AssertionError naming WHAT after TIMEOUT_S."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def read_truth(path: Path) -> pd.DataFrame:

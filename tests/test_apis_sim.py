@@ -9,7 +9,6 @@ carrying one token, four, and llama.cpp-style drafts written back to back. Then 
 from __future__ import annotations
 
 import json
-import time
 from statistics import median
 
 import pandas as pd
@@ -17,7 +16,7 @@ import pytest
 
 from bench_tasks import agent, apis, engine
 from tests.api_stream import measure, pinned
-from tests.conftest import load_records, read_truth, run_cli, split_cores
+from tests.conftest import load_records, read_truth, run_cli, split_cores, wait_for
 
 ALONE = pytest.mark.alone  # held to a truth: the machine to itself (tests/machine.py)
 
@@ -27,12 +26,10 @@ SIM = engine.profile("sim")
 def truth_of(sim, records, timeout_s: float = 10.0) -> list[dict]:
     """The engine's lines of RECORDS. A decoder stops at its API's last event, which the engine writes
     before the line (the last token's time is stamped at its write): the last line may lag its answer."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        rows = read_truth(sim.truth_log).set_index("request_id")
-        if all(record.request_id in rows.index for record in records) or time.monotonic() > deadline:
-            return [rows.loc[record.request_id].to_dict() for record in records]
-        time.sleep(0.01)
+    ids = {record.request_id for record in records}
+    wait_for(lambda: ids <= set(read_truth(sim.truth_log).get("request_id", [])), "the engine's lines", timeout_s)
+    rows = read_truth(sim.truth_log).set_index("request_id")
+    return [rows.loc[record.request_id].to_dict() for record in records]
 
 
 @ALONE

@@ -20,7 +20,7 @@ import pytest
 import simengine
 from analysis import outages, study
 from llm_bench.headless import free_port
-from tests.conftest import ROOT, load_records, read_truth
+from tests.conftest import ROOT, load_records, read_truth, wait_for
 from tests.test_analysis import frame
 
 INJECTED = ROOT / "tests" / "locustfiles_for_tests"
@@ -65,15 +65,6 @@ def test_a_server_that_never_came_back_and_failures_that_are_no_gap():
 
 
 # -- a real server killed and brought back ------------------------------------------------------
-
-def wait_for(condition, what: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
