@@ -15,6 +15,8 @@ from tests.conftest import ROOT, load_records, read_truth, run_cli, split_cores
 
 ALONE = pytest.mark.alone  # its figures are held to a truth: the machine to itself (tests/machine.py)
 
+# The client's decode rate against the engine's true rate, |error| median (why 0.25%: at its assertion below).
+DECODE_ERROR_MAX = 0.0025
 NO_KERNEL_STAMPS = {**os.environ, "LLM_BENCH_KERNEL_STAMPS": "0"}  # what macOS and Windows have
 
 
@@ -43,7 +45,12 @@ def test_client_matches_engine_truth(start_sim, tmp_path, users, tokens_per_even
     print(f"users {users}, {tokens_per_event} token(s)/event: |TTFT error| p50 {ttft_error_s.median() * 1000:.3f} ms,"
           f" max {ttft_error_s.max() * 1000:.3f} ms; |decode error| p50 {decode_error.median() * 100:.4f}%")
     assert ttft_error_s.median() <= 0.002, ttft_error_s.describe()
-    assert decode_error.median() <= 0.001, decode_error.describe()
+    # The tokens are checked exactly below, so this is the decode interval's timing alone. Measured: 0.005 to
+    # 0.06% (clean-clone CI, 2026-12-07; the drafts' shorter interval and one user's median of two the most),
+    # 0.1% once with the truth line written a few tenths of a ms early. The faults it guards are 1% and more
+    # (one token of 60 to 100 miscounted; the first token taken an event late, one step of 17 ms): 0.25%
+    # keeps four times the worst reading and catches them.
+    assert decode_error.median() <= DECODE_ERROR_MAX, decode_error.describe()
     assert (joined["completion_tokens"].astype(int) == joined["completion_tokens_true"].astype(int)).all()
     assert (joined["finish_reason"] == "stop").all() and (joined["closing_tokens_true"] == 1).all()
     assert (joined["first_event_tokens"].astype(float) == joined["first_event_tokens_true"].astype(float)).all()

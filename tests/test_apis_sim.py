@@ -17,6 +17,7 @@ import pytest
 from bench_tasks import agent, apis, engine
 from tests.api_stream import measure, pinned
 from tests.conftest import load_records, read_truth, run_cli, split_cores, wait_for
+from tests.test_accuracy_sim import DECODE_ERROR_MAX
 
 ALONE = pytest.mark.alone  # held to a truth: the machine to itself (tests/machine.py)
 
@@ -60,8 +61,8 @@ def test_each_api_matches_the_engine_truth(start_sim, api, tokens_per_event, dra
     print(f"{api}, {tokens_per_event} token(s)/event, drafts {draft_tokens}: |first token error| p50 "
           f"{median(ttft_errors) * 1000:.3f} ms, max {max(ttft_errors) * 1000:.3f} ms; |decode error| p50 "
           f"{median(rate_errors) * 100:.4f}% (interval alone {median(interval_errors) * 100:.4f}%)")
-    # As the chat path is held in tests/test_accuracy_sim.py: medians within 2 ms and 0.1%.
-    assert median(ttft_errors) <= 0.002 and median(interval_errors) <= 0.001, (ttft_errors, interval_errors)
+    # As the chat path is held in tests/test_accuracy_sim.py: medians within 2 ms and 0.25%.
+    assert median(ttft_errors) <= 0.002 and median(interval_errors) <= DECODE_ERROR_MAX, (ttft_errors, interval_errors)
     for record, truth in zip(records, truths):
         # Only Chat Completions streams each event's usage (the sim profile asks for it); the other
         # APIs' first event is estimated from the events' mean, off by the last event's shortfall.

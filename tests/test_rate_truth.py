@@ -52,7 +52,7 @@ def flood(url: str, in_flight: int, seconds: float) -> None:
         thread.join()
 
 
-@pytest.mark.alone  # the engine's own times, held to a paper figure within 3%
+@pytest.mark.alone  # the engine's own times, held to a paper figure within 2% (measured -0.2 to -0.4%)
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_the_engine_serves_its_paper_capacity_when_it_never_lacks_work(start_sim, name):
     sim = start_sim(**CONFIGS[name])
@@ -65,6 +65,8 @@ def test_the_engine_serves_its_paper_capacity_when_it_never_lacks_work(start_sim
     # Little's law per slot: every slot busy, each request holds one from admission to its last token.
     held_s = (steady["t_last_token"] - steady["t_admitted"]).mean()
     paper = paper_capacity(config, ANSWER_TOKENS, steady["prompt_tokens"].mean(), steady["cached_tokens"].mean())
+    print(f"{name}: served {config.slots / held_s:.3f} req/s, paper lockstep {paper.lockstep_rps:.3f}"
+          f" ({(config.slots / held_s / paper.lockstep_rps - 1) * 100:+.2f}%), independent {paper.independent_rps:.3f}")
     assert paper.holds(config.slots / held_s, rel=0.02)
     # The flood's requests started together and stay so: the lockstep figure, closely.
     assert config.slots / held_s == pytest.approx(paper.lockstep_rps, rel=0.02)

