@@ -21,6 +21,7 @@ from analysis.agreement import engine_clock
 from bench_tasks import agent, apis, chat, engine, server
 from tests.api_stream import measure, pinned
 from tests.conftest import load_records, run_cli
+from tests.machine import stolen_s
 from tests.test_real_engines import novel_stop_string
 
 ALONE = pytest.mark.alone  # held to the engine's clock: the machine to itself (tests/machine.py)
@@ -57,7 +58,9 @@ def through_each_api_on_llamacpp(server, questions: list[str], **limits) -> list
     for question in questions:
         for api in apis.APIS:
             request = apis.build(api, server.model, [{"role": "user", "content": question}], profile=profile, **limits)
+            stolen_before = stolen_s()
             recorder, record, clock = measured_with_the_engines_clock(server.url, request, profile, LLAMACPP_CLOCK)
+            stolen = stolen_s() - stolen_before  # tests/machine.py: time the host took from this machine meanwhile
             assert record.ok and record.done and record.api == api, (api, record.error, record.error_detail)
             tokens, seconds = clock["llamacpp:tokens_predicted_total"], clock["llamacpp:tokens_predicted_seconds_total"]
             # llama.cpp's own rate: the tokens after the first over predicted_ms (its predicted_per_second).
@@ -66,7 +69,7 @@ def through_each_api_on_llamacpp(server, questions: list[str], **limits) -> list
                          "engine_seconds": seconds,
                          "engine_ms": seconds * 1000, "engine_tps": engine_tps,
                          "engine_cached": clock["llamacpp:prompt_tokens_cached_total"],
-                         "decode_diff_pct": (record.decode_tps / engine_tps - 1) * 100})
+                         "decode_diff_pct": (record.decode_tps / engine_tps - 1) * 100, "stolen_s": stolen})
     return rows
 
 
@@ -85,6 +88,9 @@ def print_agreement(engine_name: str, rows: list[dict]) -> None:
         ttft = [row["record"].ttft_s * 1000 for row in rows if row["api"] == api]
         print(f"{engine_name} {api}: decode diff vs the engine's clock, % per request {[round(d, 3) for d in diffs]};"
               f" first token ms {[round(t, 1) for t in ttft]}")
+        stolen = [row.get("stolen_s", 0.0) for row in rows if row["api"] == api]
+        if any(stolen):
+            print(f"  ms the machine's host took during each: {[round(t * 1000) for t in stolen]}")
 
 
 @ALONE
@@ -132,11 +138,18 @@ def test_smollm2_answers_that_end_by_themselves_agree_on_every_api(smollm2_serve
         assert record.finish_reason == "stop", (row["question"], record.api, record.completion_tokens)
         assert record.completion_tokens == record.content_events + 1 == row["engine_tokens"]
     print("answers' tokens:", [row["record"].completion_tokens for row in rows if row["api"] == apis.CHAT])
+    unmeasured = []
     for api in apis.APIS:
         mine = [row for row in rows if row["api"] == api]
-        diffs = [abs(row["decode_diff_pct"]) for row in mine]
+        # A request during which the host took CPU time is no measure of the client (tests/machine.py).
+        diffs = [abs(row["decode_diff_pct"]) for row in mine if not row["stolen_s"]]
         print(f"SmolLM2 {api}: pooled decode diff {pooled_diff_pct(mine):+.3f}%, median |diff| "
-              f"{statistics.median(diffs):.3f}%")
+              f"{statistics.median(diffs) if diffs else float('nan'):.3f}% over the {len(diffs)} of {len(mine)} "
+              "requests the host took no time from")
+        if len(diffs) < 3:
+            unmeasured.append(f"{api}: the machine's host took CPU time during {len(mine) - len(diffs)} of "
+                              f"{len(mine)} requests")
+            continue
         # Measured here with other work on the machine: medians 0.002-0.135% on every API, single 8-token
         # answers (0.2 s of decoding) up to 2.4% off now and then, chat's as well: a few ms of a loaded
         # machine. Missing the end-of-sequence step would put every answer off, by 1/(its tokens - 1):
@@ -144,6 +157,8 @@ def test_smollm2_answers_that_end_by_themselves_agree_on_every_api(smollm2_serve
         assert statistics.median(diffs) <= 0.2, (api, diffs)
     answers = {api: [row["record"].completion_tokens for row in rows if row["api"] == api] for api in apis.APIS}
     assert answers["responses"] == answers["messages"] == answers["chat"]  # temperature 0: the same answers
+    if unmeasured:
+        pytest.skip("; ".join(unmeasured) + ": no figure there can be held to llama.cpp's clock")
 
 
 VLLM_CLOCK = ("vllm:request_decode_time_seconds_sum", "vllm:request_generation_tokens_sum",
