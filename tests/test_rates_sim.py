@@ -113,5 +113,11 @@ def test_a_client_that_cannot_keep_its_schedule_says_so_and_times_from_due(start
     # 15 answers of 0.095 s: about 0.5 s late); the lag is the engine's to a loopback.
     true_lag = joined(read_truth(sim.truth_log), window).set_index("request_id")
     lag = window.set_index("request_id")["send_lag_s"]
-    assert lag.max() > 0.25 and ((true_lag["t_arrival"] - true_lag["t_due"]) - lag).between(0, 0.005).all()
+    # What the engine saw beyond the client's lag is the loopback and the engine's wait for a core: a few ms, and
+    # 10-30 ms when the machine's host takes a CPU away (tests/machine.py; a clean-clone run read one request
+    # over 5 ms, the machine to itself). Timed from anything but when it was due, the lag would be off by the
+    # schedule's 62.5 ms or an answer's 95.
+    beyond = ((true_lag["t_arrival"] - true_lag["t_due"]) - lag).astype(float)
+    assert lag.max() > 0.25 and beyond.min() >= 0 and beyond.median() <= 0.005 and beyond.max() <= 0.03, (
+        (beyond * 1000).round(2).tolist())
     assert (window["ttft_due_s"] - window["ttft_s"] - window["send_lag_s"]).abs().max() < 1e-9
