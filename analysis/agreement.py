@@ -59,6 +59,8 @@ def predicted_per_second(records: pd.DataFrame) -> pd.Series:
     llama.cpp (tools/server, and measured on the real server: docs/engines.md#llamacpp-timings) times
     ``predicted_ms`` from the first sampled token to the last and reports (predicted_n - 1) / predicted_ms:
     the tokens after the first over the time they took, which is exactly the client's ``decode_tps`` definition.
+    Speculating, it stamps a step's tokens before writing them: its clock misses the writing of the last
+    step, which the client waits for (docs/engines.md#llamacpp-speculation-timings).
     Where the engine sent no rate, (predicted_n - 1) / predicted_ms is computed the same way."""
     reported = _number(records, "engine_predicted_tps")
     computed = _ratio(_number(records, "engine_predicted_n") - 1, _number(records, "engine_predicted_ms") / 1000)

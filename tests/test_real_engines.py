@@ -16,6 +16,7 @@ from analysis.load import load_metric_names, load_metrics
 from analysis.records import has_flag
 from bench_tasks import chat, run_mark, server
 from tests.conftest import load_records, run_cli
+from tests.engines.fixtures import NGRAM_SPECULATION
 
 # The agreement tests hold our figures to the engine's own clock: the machine to themselves
 # (tests/machine.py). The others check what was recorded, on a shared machine.
@@ -120,13 +121,31 @@ COPY_PROMPT = ("Copy this text exactly, word for word:\n\nPhotosynthesis is the 
                "inside small structures called chloroplasts.")
 
 
-def assert_decode_agrees_per_phase(records: pd.DataFrame) -> pd.DataFrame:
-    """The target of issue 12, per phase: median |decode diff| <= 0.1%, 90th percentile <= 0.5%."""
+# With speculation llama.cpp stamps a step's accepted tokens at once, then writes their events one by one: its
+# predicted_ms ends before the last step's events and the closing one are written, which the client (and the
+# user) waits for (docs/engines.md#llamacpp-speculation-timings). At most size_m + 1 tokens a step and the
+# closing event; measured 35-60 us an event (90 under perf trace), so 0.1 ms an event bounds it.
+LAST_STEP_WRITE_MS = (NGRAM_SPECULATION["speculative.ngram_simple.size_m"] + 2) * 0.1
+
+
+def assert_decode_agrees_per_phase(records: pd.DataFrame, last_step_write_ms: float = 0.0) -> pd.DataFrame:
+    """The target of issue 12, per phase: median |decode diff| <= 0.1%, 90th percentile <= 0.5%. With
+    ``last_step_write_ms``, the client's interval may exceed the engine's by that much more (never fall short
+    more): the part of a negative difference within it is the engine's writing, not the client's error."""
     agreement = engine_clock(records)
-    by_phase = agreement.groupby("phase")["decode_diff_pct"].agg(
-        median=lambda d: d.abs().median(), p90=lambda d: d.abs().quantile(0.9), n="size")
-    print("decode diff vs llama.cpp's predicted_per_second, |%| per phase:\n" + by_phase.round(4).to_string())
-    assert (by_phase["median"] <= 0.1).all() and (by_phase["p90"] <= 0.5).all(), agreement.to_string()
+    predicted_ms = agreement["request_id"].map(records.set_index("request_id")["engine_predicted_ms"]).astype(float)
+    allowance_pct = last_step_write_ms / predicted_ms * 100
+    residual = agreement["decode_diff_pct"].where(agreement["decode_diff_pct"] >= 0,
+                                                  (agreement["decode_diff_pct"] + allowance_pct).clip(upper=0))
+    agreement = agreement.assign(engine_predicted_ms=predicted_ms, residual_diff_pct=residual)
+    by_phase = agreement.groupby("phase").agg(
+        median=("decode_diff_pct", lambda d: d.abs().median()),
+        residual_median=("residual_diff_pct", lambda d: d.abs().median()),
+        residual_p90=("residual_diff_pct", lambda d: d.abs().quantile(0.9)), n=("decode_diff_pct", "size"))
+    print(f"decode diff vs llama.cpp's predicted_per_second, |%| per phase (residual: beyond {last_step_write_ms} ms"
+          f" of the engine's writing):\n" + by_phase.round(4).to_string())
+    print("per request, %:", agreement["decode_diff_pct"].round(4).tolist())
+    assert (by_phase["residual_median"] <= 0.1).all() and (by_phase["residual_p90"] <= 0.5).all(), agreement.to_string()
     return agreement
 
 
@@ -154,7 +173,7 @@ def test_smollm2_ngram_speculation_agrees_and_its_drafts_are_not_a_lumped_delive
     assert result.returncode == 0, result.stderr[-3000:]
     records = load_records(out).query("scenario == 'chat'")
     assert (records["finish_reason"] == "stop").all() and (records["engine_draft_accepted_n"] > 0).all()
-    agreement = assert_decode_agrees_per_phase(records)
+    agreement = assert_decode_agrees_per_phase(records, last_step_write_ms=LAST_STEP_WRITE_MS)
     print("draft acceptance per request:", agreement["draft_acceptance_share"].round(3).tolist())
     # Copying: most tokens come from accepted drafts, written back to back, mostly read together.
     out = tmp_path / "copy"
