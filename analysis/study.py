@@ -36,7 +36,7 @@ from analysis.spread import LEVEL, NAN, long_frame, long_rows, share, share_figu
 from bench_tasks import figures
 from bench_tasks.statistics import quantile_interval
 
-KNOWN_FLAGS = ("cache_hit", "client_saturated", "bunched")
+KNOWN_FLAGS = ("cache_hit", "client_saturated", "cpu_stolen", "bunched")
 TABLE_TITLES = {
     "requests": "Requests, failures and flags per phase",
     "chat": "One person at a time: chat",
@@ -215,6 +215,8 @@ def requests_table(records: pd.DataFrame) -> pd.DataFrame:
         counts |= {flag: int(has_flag(group, flag).sum()) for flag in flags}
         if not cache_hits.checked(group).any():
             counts["cache_hit"] = NAN  # not checked: unknown, never 0
+        if group.get("cpu_stolen_s", pd.Series(dtype=float)).isna().all():
+            counts["cpu_stolen"] = NAN  # no steal counter on the client's machine (or an older run): unknown
         rows += long_rows("requests", phase, {k: single(v, len(group)) for k, v in counts.items()})
     return long_frame(rows)
 
@@ -254,6 +256,12 @@ def warnings(records: pd.DataFrame) -> list[str]:
         if saturated:
             notes.append(f"{phase}: {saturated} of {len(group)} requests were read too late by a saturated client "
                          "for their stamps to be trusted (add client processes or machines).")
+        stolen = int(has_flag(group, "cpu_stolen").sum())
+        if stolen:
+            most_ms = group["cpu_stolen_s"].astype(float).max() * 1000
+            notes.append(f"{phase}: during {stolen} of {len(group)} requests the client machine's host took one of its "
+                         f"CPUs away for up to {most_ms:.0f} ms (steal): their stamps may be that late; measure "
+                         "from a machine whose host does not share its CPUs.")
         bunched = int(has_flag(group, "bunched").sum())
         if bunched:
             notes.append(f"{phase}: {bunched} of {len(group)} streams arrived in lumps; their decode and gap "

@@ -83,9 +83,11 @@ class Record:
     stall_s: float | None = None  # their total
     stall_threshold_s: float | None = None
     stalls: str = ""  # the 5 longest, in time order: start_s:stall_s (seconds from send), ';'-joined
-    # -- how far the client's stamps can be trusted (kernel stamps only) --
+    # -- how far the client's stamps can be trusted --
     ttft_uncertainty_s: float | None = None  # how much later than its arrival the first token may be stamped
     read_lateness_max_s: float | None = None  # the longest a read's bytes waited in the kernel
+    cpu_stolen_s: float | None = None  # the most the client machine's host took from one of its CPUs while it
+    # ran (steal, bench_tasks.steal): how much later than their arrival its bytes may be stamped
     # -- the engine's own clock, when it reports one (llama.cpp `timings`) --
     engine_prompt_n: int | None = None
     engine_prompt_ms: float | None = None

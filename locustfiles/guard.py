@@ -14,6 +14,11 @@ of whose reads may have been dated more than ``TRUST_LIMIT_S`` late by the loop'
 alone misses a burst of reads served one after the other in one turn of the loop: transport.LoopTurns).
 The process's CPU share is kept too, for the summary (client-HOST-PID.json): it says how busy the
 client was, not how wrong.
+
+Neither the stamps nor the loop see a virtual machine's host taking its CPUs away: the whole machine
+stops, kernel and clock alike, and every stamp of what arrived meanwhile is late (bench_tasks.steal). So
+each request also keeps the most any CPU lost to the host while it ran (``cpu_stolen_s``, read before it
+is sent and after its end), and past ``TRUST_LIMIT_S`` it is flagged ``cpu_stolen``.
 Every process that sends requests watches itself while a run goes (the master sends none): the run's
 ``environment.llm.guard``, started and stopped with each run (llm_run.py).
 """
@@ -29,6 +34,7 @@ from pathlib import Path
 import gevent
 
 from bench_tasks.statistics import median
+from bench_tasks.steal import Steal, most_stolen_s
 
 TRUST_LIMIT_S = 0.040  # a first-token stamp this coarse, or a loop this late: selftest's TTFT error limit
 CPU_WINDOW_S = 0.5  # CPU share over a longer window than one sample: a short spike is not a trend
@@ -42,10 +48,11 @@ class Guard:
         self._saturated_until = 0.0  # perf_counter of the end of the last saturated sample
         self._saturated_times: deque[float] = deque(maxlen=20000)
         self._greenlet: gevent.Greenlet | None = None
+        self.steal = Steal()
 
     def start(self) -> None:
         if self._greenlet is None:
-            self._started = (time.perf_counter(), _cpu_s())
+            self._started = (time.perf_counter(), _cpu_s(), self.steal.read())
             self._greenlet = gevent.spawn(self._watch)
 
     def stop(self) -> bool:
@@ -54,8 +61,9 @@ class Guard:
             return False
         self._greenlet.kill(block=False)
         self._greenlet = None
-        t0, cpu0 = self._started
+        t0, cpu0, steal0 = self._started
         self.run_wall_s, self.run_cpu_s = time.perf_counter() - t0, _cpu_s() - cpu0
+        self.run_cpu_stolen_s = most_stolen_s(steal0, self.steal.read())
         return True
 
     def _watch(self) -> None:
@@ -86,10 +94,15 @@ class Guard:
             return ttft_uncertainty_s > self.lag_limit_s
         return (late_bound_s or 0.0) > self.lag_limit_s or self.saturated_since(t_send)
 
+    def stolen_too_long(self, cpu_stolen_s: float | None) -> bool:
+        """Did the host take one of the machine's CPUs for longer than a stamp may be late?"""
+        return cpu_stolen_s is not None and cpu_stolen_s > self.lag_limit_s
+
     def summary(self) -> dict:
         lags = sorted(s[1] for s in self.samples)
         shares = [s[2] for s in self.samples]
-        run = {"run_wall_s": getattr(self, "run_wall_s", None), "run_cpu_s": getattr(self, "run_cpu_s", None)}
+        run = {"run_wall_s": getattr(self, "run_wall_s", None), "run_cpu_s": getattr(self, "run_cpu_s", None),
+               "run_cpu_stolen_s": getattr(self, "run_cpu_stolen_s", None)}
         if not lags:
             return {"samples": 0, **run}
         return {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+from bench_tasks import steal
 from bench_tasks.decoders import Decoder
 from bench_tasks.errors import CONNECT_ERROR, NOT_SSE, http_error_class
 from bench_tasks.record import Record, add_flag
@@ -32,6 +33,7 @@ def send(user, path: str, payload: bytes, record: Record, decoder: Decoder) -> R
     ``decoder`` (its API's: bench_tasks.decoders; one per request)."""
     target, run = user.target, user.llm
     headers = {**HEADERS, "Authorization": f"Bearer {target.api_key}"} if target.api_key else HEADERS
+    steal_before = run.guard.steal.read()
     for attempt in (1, 2):
         record.t_start = time.time()
         t_send = time.perf_counter()
@@ -47,6 +49,9 @@ def send(user, path: str, payload: bytes, record: Record, decoder: Decoder) -> R
         break
     if run.guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.late_bound_s):
         add_flag(record, "client_saturated")
+    record.cpu_stolen_s = steal.most_stolen_s(steal_before, run.guard.steal.read())
+    if run.guard.stolen_too_long(record.cpu_stolen_s):
+        add_flag(record, "cpu_stolen")
     return recorder
 
 

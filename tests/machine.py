@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
+from bench_tasks.steal import Steal
+
 LOCK_DIR = Path(tempfile.gettempdir())
 
 
@@ -48,16 +50,15 @@ class Machine:
 
 
 def stolen_s() -> float:
-    """CPU time the hypervisor gave to others since boot, summed over this machine's CPUs (/proc/stat's steal,
-    in clock ticks); 0 where it is not reported.
+    """CPU time the hypervisor gave to others since boot, summed over this machine's CPUs (bench_tasks.steal,
+    the client's own reading); 0 where it is not reported.
 
     On a virtual machine whose host is busy, a CPU is taken away for 10-30 ms at a time (measured here: a
     process pinned to a core of its own stopped for 19-26 ms, 2-3 ticks of steal each time). No client or
     engine times anything across such a pause to a fraction of a millisecond: a test that holds figures to
     an engine's truth at such bounds sets aside the requests during which time was stolen."""
+    counters = Steal()
     try:
-        with open("/proc/stat") as stat:
-            fields = stat.readline().split()
-    except OSError:
-        return 0.0
-    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[:1] == ["cpu"] and len(fields) > 8 else 0.0
+        return sum(counters.read() or ())
+    finally:
+        counters.close()
