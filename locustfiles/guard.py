@@ -41,14 +41,14 @@ CPU_WINDOW_S = 0.5  # CPU share over a longer window than one sample: a short sp
 
 
 class Guard:
-    def __init__(self, interval_s: float = 0.05, lag_limit_s: float = TRUST_LIMIT_S):
+    def __init__(self, steal: Steal, interval_s: float = 0.05, lag_limit_s: float = TRUST_LIMIT_S):
         self.interval_s = interval_s
         self.lag_limit_s = lag_limit_s
         self.samples: deque[tuple[float, float, float]] = deque(maxlen=20000)  # (t, lag_s, cpu share)
         self._saturated_until = 0.0  # perf_counter of the end of the last saturated sample
         self._saturated_times: deque[float] = deque(maxlen=20000)
         self._greenlet: gevent.Greenlet | None = None
-        self.steal = Steal()
+        self.steal = steal  # the process's (llm_run.LLMRun): read before and after each request
 
     def start(self) -> None:
         if self._greenlet is None:

@@ -11,6 +11,7 @@ import pytest
 from geventhttpclient.response import HTTPSocketResponse
 from geventhttpclient.useragent import RetriesExceeded
 
+from bench_tasks.steal import Steal
 from locustfiles import transport
 from locustfiles.activity import Activity
 from locustfiles.guard import Guard
@@ -279,12 +280,14 @@ def test_without_kernel_stamps_bytes_that_came_while_the_loop_was_busy_bound_the
 
 
 def test_a_request_whose_reads_were_served_late_is_flagged_by_its_own_reads():
-    watcher = Guard()
+    watcher = Guard(Steal())
     # 45 ms late: flagged; 35 ms: not; not known and no lag seen: not; kernel stamps: its own stamps judge.
     assert [watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.045),
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=0.035),
             watcher.untrustworthy(None, t_send=1.0, late_bound_s=None),
             watcher.untrustworthy(0.0, t_send=1.0, late_bound_s=0.045)] == [True, False, False, False]
+    # A host's steal past the same limit flags it (bench_tasks.steal); none known: not flagged, not judged.
+    assert [watcher.stolen_too_long(s) for s in (0.05, 0.04, 0.0, None)] == [True, False, False, False]
 
 
 class Unanswered:
