@@ -373,14 +373,19 @@ class Watchers:
         # lets go of its socket as soon as the message is complete, often in the read of the headers.
         self.request_sockets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._watchdog: gevent.Greenlet | None = None
+        self._stamps_on: socket.socket | None = None
 
     def start(self) -> Watchers:
-        if not KERNEL_STAMPS:
+        if KERNEL_STAMPS:
+            self._stamps_on = _stamps_kept_on()
+        else:
             self.turns.watch(gevent.get_hub().loop)
         self._watchdog = gevent.spawn(self._watch_waits)
         return self
 
     def stop(self) -> None:
+        if self._stamps_on is not None:
+            self._stamps_on.close()
         self.turns.unwatch()
         if self._watchdog is not None:
             self._watchdog.kill(block=False)
@@ -413,6 +418,21 @@ class Watchers:
         if sock is None or sock.t_sent is None or sock.t_sent < t_send:
             return None
         return sock
+
+
+def _stamps_kept_on() -> socket.socket | None:
+    """A socket that asks for receive stamps and is kept for the process's life. Linux stamps packets while
+    any socket on the machine asks, and switches that on and off in a deferred work item: a server that closes
+    each connection after its answer (llama.cpp) would have the client's last stamping socket close between
+    requests, and a next answer that came before the switch-on had run would be read unstamped (dated as it
+    is read, as on macOS). A kernel-stamp test met exactly that once (tests/test_transport.py)."""
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        keeper.close()
+        return None
+    return keeper
 
 
 @functools.cache
