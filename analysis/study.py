@@ -247,6 +247,14 @@ def study(records: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([f for f in frames if not f.empty] or [long_frame([])], ignore_index=True)
 
 
+def _most_stolen_at_once(group: pd.DataFrame) -> float:
+    """The longest the host stopped a CPU during a flagged request: its ``cpu_pause_s`` (runs before it was
+    kept flagged by ``cpu_stolen_s``, the sum over the request)."""
+    flagged = group[has_flag(group, "cpu_stolen")]
+    pause = flagged.get("cpu_pause_s", pd.Series(dtype=float)).astype(float)
+    return (pause if pause.notna().any() else flagged["cpu_stolen_s"].astype(float)).max()
+
+
 def warnings(records: pd.DataFrame) -> list[str]:
     """Sentences the summary must show above its tables: untrustworthy or empty phases, requests served from a
     cache beyond their share (or that could not be checked), and gaps when the server could not be reached."""
@@ -258,10 +266,10 @@ def warnings(records: pd.DataFrame) -> list[str]:
                          "for their stamps to be trusted (add client processes or machines).")
         stolen = int(has_flag(group, "cpu_stolen").sum())
         if stolen:
-            most_ms = group["cpu_stolen_s"].astype(float).max() * 1000
+            most_ms = _most_stolen_at_once(group) * 1000
             notes.append(f"{phase}: during {stolen} of {len(group)} requests the client machine's host took one of its "
-                         f"CPUs away for up to {most_ms:.0f} ms (steal): their stamps may be that late; measure "
-                         "from a machine whose host does not share its CPUs.")
+                         f"CPUs away for up to {most_ms:.0f} ms at a time (steal): their stamps may be that late; "
+                         "measure from a machine whose host does not share its CPUs.")
         bunched = int(has_flag(group, "bunched").sum())
         if bunched:
             notes.append(f"{phase}: {bunched} of {len(group)} streams arrived in lumps; their decode and gap "

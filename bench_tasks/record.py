@@ -87,7 +87,9 @@ class Record:
     ttft_uncertainty_s: float | None = None  # how much later than its arrival the first token may be stamped
     read_lateness_max_s: float | None = None  # the longest a read's bytes waited in the kernel
     cpu_stolen_s: float | None = None  # the most the client machine's host took from one of its CPUs while it
-    # ran (steal, bench_tasks.steal): how much later than their arrival its bytes may be stamped
+    # ran (steal, bench_tasks.steal), in all
+    cpu_pause_s: float | None = None  # the most it took at once (locustfiles.guard): how much later than their
+    # arrival its bytes may be stamped
     # -- the engine's own clock, when it reports one (llama.cpp `timings`) --
     engine_prompt_n: int | None = None
     engine_prompt_ms: float | None = None

@@ -18,7 +18,11 @@ client was, not how wrong.
 Neither the stamps nor the loop see a virtual machine's host taking its CPUs away: the whole machine
 stops, kernel and clock alike, and every stamp of what arrived meanwhile is late (bench_tasks.steal). So
 each request also keeps the most any CPU lost to the host while it ran (``cpu_stolen_s``, read before it
-is sent and after its end), and past ``TRUST_LIMIT_S`` it is flagged ``cpu_stolen``.
+is sent and after its end) and the most it lost at once (``cpu_pause_s``: between two of the guard's readings,
+``interval_s`` apart); past ``TRUST_LIMIT_S`` the latter is flagged ``cpu_stolen``. The kernel counts a stopped
+CPU's steal when it runs again, so one pause lands whole between two readings, while a long request's sum adds
+up many short pauses none of which made a stamp that late (measured on the test machine while it was busy:
+about two pauses a second, of 10-40 ms each).
 Every process that sends requests watches itself while a run goes (the master sends none): the run's
 ``environment.llm.guard``, started and stopped with each run (llm_run.py).
 """
@@ -29,6 +33,7 @@ import json
 import os
 import time
 from collections import deque
+from itertools import takewhile
 from pathlib import Path
 
 import gevent
@@ -49,6 +54,8 @@ class Guard:
         self._saturated_times: deque[float] = deque(maxlen=20000)
         self._greenlet: gevent.Greenlet | None = None
         self.steal = steal  # the process's (llm_run.LLMRun): read before and after each request
+        self.steal_steps: deque[tuple[float, float]] = deque(maxlen=20000)  # (t, most one CPU lost since the last)
+        self._steal_last: tuple[float, ...] | None = None
 
     def start(self) -> None:
         if self._greenlet is None:
@@ -68,6 +75,7 @@ class Guard:
 
     def _watch(self) -> None:
         last_t, last_cpu = time.perf_counter(), _cpu_s()
+        self._steal_last = self.steal.read()
         window = deque([(last_t, last_cpu)], maxlen=max(2, int(CPU_WINDOW_S / self.interval_s) + 1))
         while True:
             gevent.sleep(self.interval_s)
@@ -76,10 +84,31 @@ class Guard:
             window.append((now, cpu))
             share = (cpu - window[0][1]) / (now - window[0][0])
             self.samples.append((now, lag_s, share))
+            self.note_steal(now)
             if lag_s > self.lag_limit_s:
                 # Keyed by the sample's start: a lag before a request was sent does not delay its reads.
                 self._saturated_times.append(last_t)
             last_t, last_cpu = now, cpu
+
+    def note_steal(self, now: float) -> None:
+        """Keep the most any CPU lost to the host since the guard's last reading (one step a sample)."""
+        reading = self.steal.read()
+        step = most_stolen_s(self._steal_last, reading)
+        if step is not None:
+            self.steal_steps.append((now, step))
+        self._steal_last = reading
+
+    def stolen_at_once_s(self, t_before: float, before: tuple[float, ...] | None,
+                         after: tuple[float, ...] | None) -> float | None:
+        """The most one CPU lost at once from ``before`` (read at ``t_before``) to ``after`` (read now): the
+        largest of the guard's steps since, and of what came after its last one; never more than the CPU lost in
+        all between the two readings. None where there is no counter."""
+        total = most_stolen_s(before, after)
+        steps = [step for _, step in takewhile(lambda s: s[0] > t_before, reversed(self.steal_steps))]
+        if total is None or not steps:
+            return total
+        tail = most_stolen_s(self._steal_last, after)
+        return total if tail is None else min(total, max(*steps, tail))
 
     def saturated_since(self, t: float) -> bool:
         """Did a saturated sample start after ``t``? (cheap: called once per request)"""
@@ -94,15 +123,16 @@ class Guard:
             return ttft_uncertainty_s > self.lag_limit_s
         return (late_bound_s or 0.0) > self.lag_limit_s or self.saturated_since(t_send)
 
-    def stolen_too_long(self, cpu_stolen_s: float | None) -> bool:
-        """Did the host take one of the machine's CPUs for longer than a stamp may be late?"""
-        return cpu_stolen_s is not None and cpu_stolen_s > self.lag_limit_s
+    def stolen_too_long(self, cpu_pause_s: float | None) -> bool:
+        """Did the host take one of the machine's CPUs at once for longer than a stamp may be late?"""
+        return cpu_pause_s is not None and cpu_pause_s > self.lag_limit_s
 
     def summary(self) -> dict:
         lags = sorted(s[1] for s in self.samples)
         shares = [s[2] for s in self.samples]
         run = {"run_wall_s": getattr(self, "run_wall_s", None), "run_cpu_s": getattr(self, "run_cpu_s", None),
-               "run_cpu_stolen_s": getattr(self, "run_cpu_stolen_s", None)}
+               "run_cpu_stolen_s": getattr(self, "run_cpu_stolen_s", None),
+               "run_cpu_pause_s": max((step for _, step in self.steal_steps), default=None)}
         if not lags:
             return {"samples": 0, **run}
         return {

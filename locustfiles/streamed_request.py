@@ -33,7 +33,7 @@ def send(user, path: str, payload: bytes, record: Record, decoder: Decoder) -> R
     ``decoder`` (its API's: bench_tasks.decoders; one per request)."""
     target, run = user.target, user.llm
     headers = {**HEADERS, "Authorization": f"Bearer {target.api_key}"} if target.api_key else HEADERS
-    steal_before = run.guard.steal.read()
+    t_steal, steal_before = time.perf_counter(), run.guard.steal.read()
     for attempt in (1, 2):
         record.t_start = time.time()
         t_send = time.perf_counter()
@@ -49,8 +49,10 @@ def send(user, path: str, payload: bytes, record: Record, decoder: Decoder) -> R
         break
     if run.guard.untrustworthy(record.ttft_uncertainty_s, t_send, None if sock is None else sock.late_bound_s):
         add_flag(record, "client_saturated")
-    record.cpu_stolen_s = steal.most_stolen_s(steal_before, run.guard.steal.read())
-    if run.guard.stolen_too_long(record.cpu_stolen_s):
+    steal_after = run.guard.steal.read()
+    record.cpu_stolen_s = steal.most_stolen_s(steal_before, steal_after)
+    record.cpu_pause_s = run.guard.stolen_at_once_s(t_steal, steal_before, steal_after)
+    if run.guard.stolen_too_long(record.cpu_pause_s):
         add_flag(record, "cpu_stolen")
     return recorder
 
