@@ -725,7 +725,7 @@ def test_a_frozen_decode_clock_moves_every_due_event_later_by_the_freeze():
 
 # -- a thinking model --
 def test_reasoning_comes_first_and_is_counted(own_sim):
-    handle = own_sim(reasoning_tokens=7, decode_tps=200.0)
+    handle = own_sim(reasoning_tokens=7, decode_tps=50.0)
     _, headers, raw, _ = chat(handle.url, stream_options={"include_usage": True})
     chunks = parsed(raw)
     deltas = [c["choices"][0]["delta"] for c in chunks[1:] if c["choices"] and c["choices"][0]["delta"]]
@@ -737,7 +737,10 @@ def test_reasoning_comes_first_and_is_counted(own_sim):
     row = truth_rows(handle)[headers["x-request-id"]]
     assert row["reasoning_tokens"] == 7 and row["t_first_answer_token"] > row["t_first_token"]
     assert row["ttfo_s"] == pytest.approx(row["t_first_answer_token"] - row["t_arrival"])
-    assert row["ttfo_s"] - row["ttft_s"] >= 7 / 200.0 - 1e-3  # seven tokens' time of reasoning
+    # Seven tokens' time of reasoning (140 ms), less what a loaded machine may hold the first token's write: the
+    # engine keeps its schedule, so a late first token does not delay the next (a clean-clone run here read 7
+    # tokens of 5 ms in 32.2 ms). Reasoning written at once, or an answer timed from the reasoning, reads 0.
+    assert row["ttfo_s"] - row["ttft_s"] >= 4 / 50.0
     # The profile's thinking switch: the same question answered without reasoning, the same answer.
     _, headers, raw_off, _ = chat(handle.url, stream_options={"include_usage": True},
                                   chat_template_kwargs={"enable_thinking": False})
