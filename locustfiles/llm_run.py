@@ -37,6 +37,7 @@ so is forgotten when the run stops, so that the web UI's next run has one of its
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from typing import TypeVar
 import gevent
 import gevent.lock
 import locust
+from locust import argument_parser
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench_tasks import options as option_table
@@ -97,6 +99,17 @@ def add_options(parser, **_kwargs) -> None:
         parser.add_argument(flag, **arguments)  # Locust's own add_argument knows include_in_web_ui
 
 
+def parse_locust_defaults_once() -> None:
+    """A worker, at each spawn message (every phase change), keeps the master's options that are not Locust's
+    own by calling ``argument_parser.default_args_dict()`` once for each option it got (locust/runners.py,
+    2.47), and each call builds and runs Locust's whole parser again: with llm-bench's options some 190 parses
+    of 4-5 ms, the worker's event loop held 0.7-0.9 s at every phase change on the test machine, and past the
+    master's heartbeat limit (4 s) when that machine was loaded: the master dropped its workers as lost. Those
+    defaults never change within a process, so they are parsed once (docs/locust.md#spawn-cost)."""
+    if not hasattr(argument_parser.default_args_dict, "cache_info"):
+        argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
+
+
 class LLMRun:
     """One Locust environment's run state (``environment.llm``), made at Locust's ``init`` by ``install``."""
 
@@ -137,6 +150,7 @@ class LLMRun:
         events.user_error.add_listener(self.failure.on_user_error)
         self.failure.register(self.runner)
         if self.is_worker:
+            parse_locust_defaults_once()
             self._link = messaging.RemoteWork(self.runner)
             self.runner.register_message("llm_job", self._link.on_job)
             self.runner.register_message("llm_pong", self.clock.on_pong)

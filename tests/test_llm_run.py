@@ -203,3 +203,23 @@ def test_a_local_user_stopped_while_waiting_for_its_release_hands_its_job_back(t
         run.runner.stop()
         in_process.until(run.stopped)
     assert coordinator.finished  # both jobs came back when their users stopped: the round is closed, not awaited
+
+
+def test_a_worker_parses_locusts_defaults_once_not_once_per_option_at_each_spawn(monkeypatch):
+    # Locust's worker tests each option of a spawn message against default_args_dict(), one full parse each
+    # (docs/locust.md#spawn-cost): held to one parse per process, with the same defaults.
+    from locust import argument_parser
+
+    builds = []
+    build = argument_parser.setup_parser_arguments
+    monkeypatch.setattr(argument_parser, "setup_parser_arguments", lambda parser: builds.append(1) or build(parser))
+    # Locust's own function, as a fresh worker process has it (an earlier test here may have made one), restored after.
+    unpatched = getattr(argument_parser.default_args_dict, "__wrapped__", argument_parser.default_args_dict)
+    monkeypatch.setattr(argument_parser, "default_args_dict", unpatched)
+    unparsed = argument_parser.default_args_dict()
+    builds.clear()
+    llm_run.parse_locust_defaults_once()
+    llm_run.parse_locust_defaults_once()  # a second worker's run state in the same process: still one cache
+    options = [f"option_{i}" for i in range(190)]
+    assert [key in argument_parser.default_args_dict() for key in options] == [False] * 190
+    assert argument_parser.default_args_dict() == unparsed and len(builds) == 1
