@@ -102,8 +102,8 @@ def add_options(parser, **_kwargs) -> None:
 def parse_locust_defaults_once() -> None:
     """A worker, at each spawn message (every phase change), keeps the master's options that are not Locust's
     own by calling ``argument_parser.default_args_dict()`` once for each option it got (locust/runners.py,
-    2.47), and each call builds and runs Locust's whole parser again: with llm-bench's options some 190 parses
-    of 4-5 ms, the worker's event loop held 0.7-0.9 s at every phase change on the test machine, and past the
+    2.47), and each call builds and runs Locust's whole parser again: with llm-bench's options 105 parses of
+    about 5 ms, the worker's event loop held up to 0.73 s at a phase change on the test machine, and past the
     master's heartbeat limit (4 s) when that machine was loaded: the master dropped its workers as lost. Those
     defaults never change within a process, so they are parsed once (docs/locust.md#spawn-cost)."""
     if not hasattr(argument_parser.default_args_dict, "cache_info"):
