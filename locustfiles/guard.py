@@ -98,12 +98,10 @@ class Guard:
             self.steal_steps.append((now, step))
         self._steal_last = reading
 
-    def stolen_at_once_s(self, t_before: float, before: tuple[float, ...] | None,
-                         after: tuple[float, ...] | None) -> float | None:
-        """The most one CPU lost at once from ``before`` (read at ``t_before``) to ``after`` (read now): the
-        largest of the guard's steps since, and of what came after its last one; never more than the CPU lost in
-        all between the two readings. None where there is no counter."""
-        total = most_stolen_s(before, after)
+    def stolen_at_once_s(self, t_before: float, total: float | None, after: tuple[float, ...] | None) -> float | None:
+        """The most one CPU lost at once between a reading at ``t_before`` and ``after`` (read now), which lost
+        ``total`` in all (``most_stolen_s`` of the two): the largest of the guard's steps since, and of what came
+        after its last one; never more than ``total``. None where there is no counter."""
         steps = [step for _, step in takewhile(lambda s: s[0] > t_before, reversed(self.steal_steps))]
         if total is None or not steps:
             return total

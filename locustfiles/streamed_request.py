@@ -51,7 +51,7 @@ def send(user, path: str, payload: bytes, record: Record, decoder: Decoder) -> R
         add_flag(record, "client_saturated")
     steal_after = run.guard.steal.read()
     record.cpu_stolen_s = steal.most_stolen_s(steal_before, steal_after)
-    record.cpu_pause_s = run.guard.stolen_at_once_s(t_steal, steal_before, steal_after)
+    record.cpu_pause_s = run.guard.stolen_at_once_s(t_steal, record.cpu_stolen_s, steal_after)
     if run.guard.stolen_too_long(record.cpu_pause_s):
         add_flag(record, "cpu_stolen")
     return recorder

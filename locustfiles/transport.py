@@ -386,6 +386,7 @@ class Watchers:
     def stop(self) -> None:
         if self._stamps_on is not None:
             self._stamps_on.close()
+            self._stamps_on = None
         self.turns.unwatch()
         if self._watchdog is not None:
             self._watchdog.kill(block=False)

@@ -64,11 +64,15 @@ def test_the_most_a_cpu_lost_at_once_is_the_largest_step_between_the_guards_read
     for t in (0.90, 0.95, 1.05, 1.10, 1.15):  # the guard's readings; 80 ms of cpu1 stolen before the request
         guard.note_steal(t)
     before = (0.0, 0.09)  # read at 1.0: after the guard's step of 80 ms, which it does not count
-    assert guard.stolen_at_once_s(1.0, before, (0.05, 0.14)) == pytest.approx(0.03)  # steps 30, 30, 0, 30 after
-    assert guard.stolen_at_once_s(1.0, before, (0.02, 0.14)) == pytest.approx(0.03)  # not the request's 50 in all
+
+    def at_once(t_before, before, after):
+        return guard.stolen_at_once_s(t_before, most_stolen_s(before, after), after)
+
+    assert at_once(1.0, before, (0.05, 0.14)) == pytest.approx(0.03)  # steps 30, 30, 0, 30 after
+    assert at_once(1.0, before, (0.02, 0.14)) == pytest.approx(0.03)  # not the request's 50 in all
     # A request between two of the guard's readings, or with a reading missing: what it lost in all, or missing.
-    assert guard.stolen_at_once_s(1.2, (0.02, 0.14), (0.07, 0.14)) == pytest.approx(0.05)
-    assert guard.stolen_at_once_s(1.0, None, (0.02, 0.14)) is None
+    assert at_once(1.2, (0.02, 0.14), (0.07, 0.14)) == pytest.approx(0.05)
+    assert at_once(1.0, None, (0.02, 0.14)) is None
     assert guard.summary()["run_cpu_pause_s"] == pytest.approx(0.08)
 
 
