@@ -129,13 +129,16 @@ def merge_runs(runs, labels=None) -> tuple[pd.DataFrame, list[str]]:
 def load_metrics(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """``DIR/metrics.jsonl`` as one row per series reading: phase, when, t, series, value."""
     path = Path(directory) / METRICS_JSONL
-    rows, problems, empty = [], [], 0
+    rows, problems, empty, failed = [], [], 0, []
     if path.exists():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 entry = json.loads(line)
+                if "error" in entry:  # a reading that failed (locustfiles/engine_counters.py)
+                    failed.append(f"{entry['when']} {entry['phase']} ({entry['error']})")
+                    continue
                 rows += [{"phase": entry["phase"], "when": entry["when"], "t": float(entry["t"]),
                           "series": name, "value": float(value)} for name, value in entry["metrics"].items()]
                 empty += not entry["metrics"]
@@ -144,7 +147,17 @@ def load_metrics(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
     if empty:  # the endpoint answered, but not in Prometheus' text format, or without the profile's series
         problems.append(f"{METRICS_JSONL}: {empty} reading(s) of the engine's /metrics held none of the series "
                         "its profile names; the engine's own counters are left out of the report")
+    if failed:  # the phase's engine figures are missing, not zero
+        problems.append(_unread_metrics(failed, any_read=bool(rows) or empty > 0))
     return pd.DataFrame(rows, columns=["phase", "when", "t", "series", "value"]), problems
+
+
+def _unread_metrics(failed: list[str], any_read: bool) -> str:
+    if not any_read:  # e.g. llama.cpp started without --metrics: one line, not one per phase
+        return (f"{METRICS_JSONL}: the engine's /metrics could not be read ({len(failed)} tries; the first: "
+                f"{failed[0]}): the report has no engine figures")
+    return (f"{METRICS_JSONL}: the engine's /metrics could not be read {'; '.join(failed)}: those phases have "
+            "no engine figures")
 
 
 SERIES_COLUMNS = ["t", "t_wall", "read_s", "runner", *GAUGE_KEYS]

@@ -16,6 +16,8 @@ _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([^\s]+)")
 _COUNTER_KEYS = ("prompt_tokens_total", "generation_tokens_total", "cached_prompt_tokens_total",
                  "spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_tokens_total")
 _HISTOGRAM_KEYS = ("ttft_histogram", "decode_time_histogram", "generation_tokens_histogram")
+# A reading is taken between phases while nothing runs; an engine busy past this is not waited for.
+SCRAPE_TIMEOUT_S = 5.0
 
 
 def wanted_series(profile: Profile) -> set[str]:
@@ -56,15 +58,13 @@ def _wanted_name(name: str, wanted: set[str]) -> str | None:
 
 
 def scrape(base_url: str, profile: Profile, api_key: str = "") -> dict[str, float] | None:
-    """The profile's series now, or None when the engine has no metrics endpoint or it failed."""
+    """The profile's series now, or None when the profile names no metrics endpoint. A reading that fails
+    raises (OSError for a timeout, a refused connection or an HTTP error): the caller says so."""
     path = profile.metrics.get("path", "")
     wanted = wanted_series(profile)
     if not path or not wanted:
         return None
-    try:
-        return parse(server.get_text(base_url, path, api_key=api_key, timeout_s=5), wanted)
-    except (server.ServerError, OSError):
-        return None
+    return parse(server.get_text(base_url, path, api_key=api_key, timeout_s=SCRAPE_TIMEOUT_S), wanted)
 
 
 # The engine's queue and cache, read every second during a run (locustfiles/engine_series.py).

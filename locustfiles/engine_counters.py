@@ -2,7 +2,7 @@
 shape, between phases) or around a whole run (``AroundEachRun``: a free run such as chat.py's).
 
 Read where the records come together (the local runner or the master). Metrics are a bonus: a reading
-that fails is logged, and the run goes on.
+that fails is logged and written as its error (the report names the phase), and the run goes on.
 """
 
 from __future__ import annotations
@@ -17,20 +17,24 @@ from locustfiles.llm_run import LLMRun, RunListener
 
 
 def read(run: LLMRun, phase: str, when: str) -> None:
-    """One reading of the engine's counters into metrics.jsonl ("before" or "after" ``phase``)."""
+    """One reading of the engine's counters into metrics.jsonl ("before" or "after" ``phase``); a reading
+    that failed is written as its error, so the report says which phase lacks the engine's side."""
     environment = run.environment
     try:
         server = run.target()
         values = metrics.scrape(environment.host, server.profile, server.api_key)
+    except Exception as exc:  # noqa: BLE001 - a timeout, an HTTP error, a cut connection: all said alike
+        logging.warning("llm-bench: could not read the engine's metrics %s %s: %s", when, phase, exc)
+        entry = {"phase": phase, "when": when, "t": time.perf_counter(), "error": f"{type(exc).__name__}: {exc}"}
+    else:
         if values is None:
             return
-        log = JsonlWriter(Path(environment.parsed_options.out) / METRICS_JSONL)
         # The profile's names say what each series is (and what its counter counts).
-        log.write({"phase": phase, "when": when, "t": time.perf_counter(), "metrics": values,
-                   "names": server.profile.metrics})
-        log.close()
-    except Exception as exc:  # noqa: BLE001
-        logging.warning("llm-bench: could not read the engine's metrics: %s", exc)
+        entry = {"phase": phase, "when": when, "t": time.perf_counter(), "metrics": values,
+                 "names": server.profile.metrics}
+    log = JsonlWriter(Path(environment.parsed_options.out) / METRICS_JSONL)
+    log.write(entry)
+    log.close()
 
 
 class AroundEachRun(RunListener):

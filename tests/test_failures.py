@@ -33,6 +33,7 @@ from tests.conftest import ROOT, load_records, run_cli
 
 INJECTED = ROOT / "tests" / "locustfiles_for_tests"
 FAST_S = 60  # every injected failure ends its run well under this
+SLOW_METRICS_S = 2.0  # a /metrics this slow is still read (its timeout is 5 s)
 pytestmark = pytest.mark.timeout(240)
 
 
@@ -196,6 +197,37 @@ def test_garbage_metrics_leave_the_run_whole(odd_server, tmp_path):
     assert (out / "summary.md").exists() and not (out / "failure.json").exists()
     assert all(json.loads(line)["metrics"] == {} for line in (out / "metrics.jsonl").read_text().splitlines())
     assert "held none of the series its profile names" in (out / "summary.md").read_text()  # said, not silent
+
+
+def test_a_slow_metrics_endpoint_still_gives_every_phase_both_readings(odd_server, tmp_path):
+    """The last phase's "after" reading is taken while the run ends: the run waits for it (a CI run against vLLM
+    once lost it, and the engine's side of prompt-1k with it)."""
+    def slow_metrics(n: int) -> str:
+        time.sleep(SLOW_METRICS_S)
+        return f"vllm:prompt_tokens_total {n}\nvllm:generation_tokens_total {2 * n}\n"
+
+    url = odd_server({"/v1/models": {"data": [{"id": "m", "owned_by": "vllm"}]}, "/metrics": slow_metrics,
+                      "/v1/chat/completions": STREAM})
+    out = tmp_path / "run"
+    result, _ = timed_cli("quick", "--host", url, "--only", "chat,burst", "--bursts", "1", "--runs", "1",
+                          "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    readings = [(r["phase"], r["when"]) for r in read_jsonl(out / "metrics.jsonl")[0]]
+    assert readings == [("chat", "before"), ("chat", "after"), ("burst-1", "before"), ("burst-1", "after")]
+
+
+def test_a_metrics_endpoint_that_fails_is_said_once_in_the_report(odd_server, tmp_path):
+    """As llama.cpp started without --metrics: every reading fails, the report says so in one line."""
+    url = odd_server({"/v1/models": {"data": [{"id": "m", "owned_by": "vllm"}]}, "/v1/chat/completions": STREAM})
+    out = tmp_path / "run"
+    result, _ = timed_cli("quick", "--host", url, "--only", "chat", "--runs", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    readings = read_jsonl(out / "metrics.jsonl")[0]
+    assert [(r["phase"], r["when"]) for r in readings] == [("chat", "before"), ("chat", "after")]
+    assert all(r["error"].startswith("HTTPError: HTTP Error 404") and "metrics" not in r for r in readings)
+    summary = (out / "summary.md").read_text()
+    assert summary.count("/metrics could not be read") == 1
+    assert "could not be read (2 tries; the first: before chat (HTTPError: HTTP Error 404" in summary
 
 
 def test_an_unknown_engine_or_a_broken_profile_set_is_one_line_before_anything_runs(tmp_path):

@@ -326,3 +326,16 @@ def test_a_lost_worker_is_in_the_summary_and_the_comparison(tmp_path):
     write_compare([run, synthetic_run(tmp_path / "other", "other", 2.0)], None, tmp_path / "cmp")
     text = (tmp_path / "cmp" / "compare.md").read_text()
     assert f"- A (room): {sentence}" in text and text.count("was lost at") == 1
+
+
+def test_a_reading_that_failed_leaves_its_phase_without_engine_figures_and_says_so(tmp_path):
+    run = synthetic_run(tmp_path / "run", "", 1.0)
+    failed = {"phase": "chat", "when": "after", "t": 13.0, "error": "TimeoutError: timed out"}
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    (run / "metrics.jsonl").write_text(f"{lines[0]}\n{json.dumps(failed)}\n")
+    write_report(run)
+    long = pd.read_csv(run / "summary.csv")
+    figures = set(long.loc[long["table"] == "engine_metrics", "metric"])
+    assert "client_ttft_mean_s" in figures and not {"engine_ttft_mean_s", "engine_requests"} & figures  # not 0
+    assert ("the engine's /metrics could not be read after chat (TimeoutError: timed out): those phases have no "
+            "engine figures") in (run / "summary.md").read_text()

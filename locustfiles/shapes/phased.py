@@ -2,9 +2,9 @@
 
 The shape runs where the coordinator lives (the local runner, or the master) and asks, every tick,
 for as many users of the current phase's class as the phase needs. Users pull jobs (users/job_user.py).
-When the coordinator is done the shape ramps to zero, waits past a worker report interval so every
-record reaches the master, and ends the run. Two coordinators drive it: the quick suite's plan
-(shapes/suite.py) and the capacity search (shapes/capacity.py).
+When the coordinator is done and the engine's counters read for the last time, the shape ramps to
+zero, waits past a worker report interval so every record reaches the master, and ends the run. Two
+coordinators drive it: the quick suite's plan (shapes/suite.py) and the capacity search (shapes/capacity.py).
 
 An exception in a shape's ``tick``, ``coordinate`` or ``reset_time`` (a subclass's too) fails the
 run (failure.py) instead of silently killing Locust's shape greenlet; and every tick the shape
@@ -120,9 +120,10 @@ class PhasedShape(LoadTestShape, RunListener):
         phase = coordinator.phase
         if phase is not None:
             self._check_progress(coordinator)
-        if phase is not None and not coordinator.accepting:
+        if not coordinator.accepting:
             # The engine's counters are being read between phases: nobody new may start (a warm-up
-            # would land in the wrong phase's window); the last phase's users idle meanwhile.
+            # would land in the wrong phase's window); the last phase's users idle meanwhile. After the
+            # last phase the run waits for its "after" reading too (a run that ended first lost it).
             return self._last_tick or (0, 100, None)
         if phase is not None:
             user_class = self.users[phase.scenario]
