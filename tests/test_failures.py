@@ -436,6 +436,11 @@ def test_a_run_that_stops_moving_is_ended_by_its_stall_watchdog(start_sim, tmp_p
     assert len(load_records(out).query("scenario == 'chat'")) == 1  # the first job's answer, kept
 
 
+# The backstop's clock starts with Locust's process, whose imports take 1.0-1.6 s here idle: at 4 s, a CI run
+# whose other workers were starting vLLM stopped Locust before it had written a byte (locust.log empty).
+WEDGED_STALL_S = 12
+
+
 @pytest.mark.slow  # waits out the stall limit and the backstop
 def test_a_wedged_locust_is_stopped_by_the_command_line_s_backstop(start_sim, tmp_path):
     sim = start_sim(decode_tps=400.0)
@@ -444,7 +449,7 @@ def test_a_wedged_locust_is_stopped_by_the_command_line_s_backstop(start_sim, tm
     started = time.perf_counter()
     with pytest.raises(headless.RunFailed, match=r"none of the run's files moved for \d+ s") as failed:
         headless.run_locust(INJECTED / "wedged_process.py", sim.url, out, 1, ["--requests", "20"], api_key="",
-                            watch=progress.chat_plan(20, 1), stall_s=4)
+                            watch=progress.chat_plan(20, 1), stall_s=WEDGED_STALL_S)
     assert time.perf_counter() - started < FAST_S
     assert str(failed.value).endswith(f"(llm-bench's progress follower, during the run); traceback in "
                                       f"{out / 'failure.txt'}")
