@@ -164,16 +164,22 @@ class Connection(asyncio.Protocol):
 
     def write(self, data: bytes) -> float:
         """Write now (or queue behind pending fragments, or hold until the stream ends); returns the
-        perf_counter stamp of the write (of the holding, for a held stream)."""
+        perf_counter stamp of the write (of the holding, for a held stream).
+
+        Stamped as the write begins: on loopback the client's kernel stamps the bytes' arrival inside this
+        send, and the send itself can take long (it delivers them and wakes the reader). Measured here, the
+        client's stamp came 15-51 us after this one (p10-p90), while the send returned 43 us-1.1 ms after it
+        (p10-p90, 10.7 ms at most): a truth stamped after the send was late by that."""
         if self.held is not None:
             self.held += data
             return perf_counter()
         if self.splitter is not None:
             return self.splitter.push(data)
+        t = perf_counter()
         # is_closing: a reset seen by a failed send is only reported (connection_lost) on the next loop turn
         if self.open and not self.transport.is_closing():
             self.transport.write(data)
-        return perf_counter()
+        return t
 
     def raw_write(self, data: bytes) -> None:
         if self.open and not self.transport.is_closing():

@@ -1,6 +1,7 @@
 """One completion being served: queued -> admitted (role chunk) -> prefill -> decode steps -> finish.
 
-Every time in the truth log is stamped at the `transport.write` of the bytes it names, so the
+Every time in the truth log is stamped as the `transport.write` of the bytes it names begins
+(connection.py: on loopback the client's kernel stamps their arrival inside that write), so the
 client's clock (the same CLOCK_MONOTONIC) can be held against it. A non-streamed request follows the
 same schedule but writes nothing until its body; its token times are when the events would have gone.
 

@@ -17,7 +17,6 @@ import pytest
 from bench_tasks import agent, apis, engine
 from tests.api_stream import measure, pinned
 from tests.conftest import load_records, read_truth, run_cli, split_cores, wait_for
-from tests.machine import stolen_s
 from tests.test_accuracy_sim import DECODE_ERROR_MAX
 
 ALONE = pytest.mark.alone  # held to a truth: the machine to itself (tests/machine.py)
@@ -43,27 +42,21 @@ def test_each_api_matches_the_engine_truth(start_sim, api, tokens_per_event, dra
     # engine as test_accuracy_sim sets it for the chat path.
     sim = start_sim(slots=4, decode_tps=60.0, tokens_per_event=tokens_per_event, draft_tokens=draft_tokens,
                     answer_tokens_min=60, answer_tokens_max=100)
-    records, disturbed = [], []
+    # No request is set aside when the machine's host takes CPU time: on loopback the client's kernel stamps
+    # each arrival inside the engine's send (net/core/dev.c's netif_rx), which the engine stamps as it begins
+    # (simengine/connection.py), so only a pause in those microseconds can part the two. Measured so, on a
+    # host that took 20-150 ms of CPU from every such request that day: 120 requests (chat, Responses at 4
+    # tokens an event, Messages with drafts), first-token errors 2-66 us, decode errors 0.02-0.28%.
     with pinned(split_cores(sim)):
-        for i in range(8):  # four whose time was not stolen, at most eight in all
-            question = [{"role": "user", "content": f"Question {i}: why is the sky blue?"}]
-            stolen_before = stolen_s()
-            record = measure(sim.url, apis.build(api, "sim-model", question, 256, profile=SIM))[1]
-            (disturbed if stolen_s() > stolen_before else records).append(record)
-            if len(records) == 4:
-                break
-    truths = truth_of(sim, records + disturbed)
-    for record, truth in zip(records + disturbed, truths):
+        records = [measure(sim.url, apis.build(api, "sim-model", [{"role": "user", "content": f"Question {i}: why "
+                                                                   "is the sky blue?"}], 256, profile=SIM))[1]
+                   for i in range(4)]
+    truths = truth_of(sim, records)
+    for record, truth in zip(records, truths):
         assert record.ok and record.done and record.api == api and truth["api"] == api, record.error_detail
         assert record.finish_reason == "stop" and truth["closing_tokens"] == 1
         assert record.completion_tokens == truth["completion_tokens"] and record.prompt_tokens == truth["prompt_tokens"]
         assert record.content_events == truth["n_events"]
-    if disturbed:
-        print(f"{api}: {len(disturbed)} request(s) set aside, the machine's host took CPU time during them")
-    if len(records) < 3:
-        pytest.skip(f"the machine's host took CPU time during {len(disturbed)} of {len(records) + len(disturbed)} "
-                    "requests: no figure here can be held to the engine's truth")
-    truths = truths[:len(records)]
     ttft_errors = [abs(r.t_send + r.ttft_s - t["t_first_token"]) for r, t in zip(records, truths)]
     # The decode interval, with the true tokens: the decoder's timing alone.
     interval_errors = [abs((r.completion_tokens - t["first_event_tokens"]) / r.decode_s / t["decode_tps"] - 1)
