@@ -8,9 +8,9 @@ without a single byte is far beyond any healthy wait (a saturated event loop rea
 by two whole timeouts), so the run is declared stalled: it fails with what it was waiting for.
 
 ``MARGIN_S`` covers the waits that are not requests: reading the engine's counters between two
-phases (two readings, 5 s timeout each) and a worker's report interval (3 s) before its bytes
-count on the master. ``idle_s`` is time the workload itself is silent by design (a student's
-think time). The command line's own backstop waits ``BACKSTOP_S`` longer, so the run's watchdog,
+phases (two readings of at most bench_tasks.metrics.SCRAPE_TIMEOUT_S, 5 s, each) and a worker's report
+interval (3 s) before its bytes count on the master. ``idle_s`` is time the workload itself is silent
+by design (a student's think time). The command line's own backstop waits ``BACKSTOP_S`` longer, so the run's watchdog,
 which knows what it was waiting for, speaks first.
 """
 

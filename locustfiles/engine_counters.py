@@ -25,15 +25,14 @@ def read(run: LLMRun, phase: str, when: str) -> None:
         values = metrics.scrape(environment.host, server.profile, server.api_key)
     except Exception as exc:  # noqa: BLE001 - a timeout, an HTTP error, a cut connection: all said alike
         logging.warning("llm-bench: could not read the engine's metrics %s %s: %s", when, phase, exc)
-        entry = {"phase": phase, "when": when, "t": time.perf_counter(), "error": f"{type(exc).__name__}: {exc}"}
+        outcome = {"error": f"{type(exc).__name__}: {exc}"}
     else:
         if values is None:
             return
         # The profile's names say what each series is (and what its counter counts).
-        entry = {"phase": phase, "when": when, "t": time.perf_counter(), "metrics": values,
-                 "names": server.profile.metrics}
+        outcome = {"metrics": values, "names": server.profile.metrics}
     log = JsonlWriter(Path(environment.parsed_options.out) / METRICS_JSONL)
-    log.write(entry)
+    log.write({"phase": phase, "when": when, "t": time.perf_counter(), **outcome})
     log.close()
 
 
