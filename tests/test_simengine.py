@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import simengine
+from bench_tasks import run_mark
 from simengine.engine import Engine
 from simengine.scheduler import Scheduler
 from simengine.tokenizer import render_chat, tokenize
@@ -271,6 +272,21 @@ def test_prefix_cache_hits_a_repeated_prompt_only(sim):
     assert repeat["prompt_tokens_details"]["cached_tokens"] % 64 == 0
     fresh = usage(f"fresh first line {time.time_ns()}\n" + shared)
     assert fresh["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def test_different_words_are_different_tokens_as_with_a_real_tokenizer():
+    codes = {run_mark.code("1a2b3c4d", "classroom", n) for n in range(100_000)}  # a run's codes, one word each
+    assert len({tuple(tokenize(code)) for code in codes}) == len(codes) > 99_000
+
+
+def test_prompts_that_differ_in_one_word_share_only_the_blocks_before_it(sim):
+    # Two of a run's codes that a 32,000-id hashed vocabulary gave one id: the cache served one prompt
+    # from the other's blocks, and the client flagged a cache hit that was the engine's mistake.
+    def cached_tokens(code: str) -> int:
+        raw = chat(sim.url, f"[{code}]" + " Answer in French." * 40, stream_options={"include_usage": True})[2]
+        return parsed(raw)[-1]["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    assert cached_tokens("8baaa0e9") == 0 and cached_tokens("ff68562a") == 0
 
 
 def test_too_long_prompt_is_rejected_like_llama_cpp(own_sim):
