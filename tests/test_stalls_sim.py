@@ -129,8 +129,15 @@ def test_the_wait_for_a_slot_matches_the_engines_admission(start_sim, tmp_path):
     # From the send to the engine taking it into a slot: its queue, and what the server did with the
     # request before (reading it took the busy engine up to a few ms here), which no network carried.
     waited = joined["t_admitted_true"] - joined["t_send"]
-    error_ms = (joined["slot_wait_s"] - waited).abs() * 1000
-    print(f"slot wait: true {waited.min():.3f}-{waited.max():.3f} s; |error| median {error_ms.median():.3f} ms, "
-          f"max {error_ms.max():.3f} ms; rtt_s {joined['rtt_s'].min() * 1e6:.0f}-{joined['rtt_s'].max() * 1e6:.0f} us")
+    error_s = joined["slot_wait_s"] - waited
+    # The figure's error is the first token's: how much later the client saw it than the engine wrote it
+    # (its TTFT error), less the round trip. Each request's is exactly that, whatever the host took from
+    # either process; and the typical one is as small as TTFT's (test_accuracy_sim holds its median).
+    seen_late_s = joined["t_send"] + joined["ttft_s"] - joined["t_first_token_true"]
+    print(f"slot wait: true {waited.min():.3f}-{waited.max():.3f} s; |error| median "
+          f"{error_s.abs().median() * 1000:.3f} ms, max {error_s.abs().max() * 1000:.3f} ms; first token seen late "
+          f"{seen_late_s.min() * 1000:.3f}-{seen_late_s.max() * 1000:.3f} ms; rtt_s "
+          f"{joined['rtt_s'].min() * 1e6:.0f}-{joined['rtt_s'].max() * 1e6:.0f} us")
     assert waited.max() > 0.1  # one slot, three users: they queue
-    assert error_ms.max() <= 2.0 and (joined["rtt_s"] > 0).all()
+    assert (joined["rtt_s"] > 0).all() and (error_s - (seen_late_s - joined["rtt_s"])).abs().max() < 1e-6
+    assert error_s.abs().median() <= 0.002
